@@ -1,0 +1,171 @@
+package sema
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is the contract between the sema core and a storage engine. The
+// core owns policy (waiting, retries, keepalive, the local deadline); a
+// backend owns atomicity: each method is one atomic step on the backend's
+// own clock.
+//
+// Implementers, in order:
+//  1. Check every request with [Request.Validate] (or the core's validation
+//     will be the only guard) and return errors wrapping the sentinels in
+//     errors.go.
+//  2. TryAcquire never waits. Contention is a *[HeldError]; anything else
+//     (network, disk) is another error, ideally wrapping [ErrUnavailable].
+//  3. A grant is stored under Request.ID, chosen by the core. A TryAcquire
+//     repeating the ID of a live lease returns that lease unchanged
+//     (idempotent retry), never a second one.
+//  4. Tokens are strictly increasing per name over every grant ever made,
+//     also across backend restarts, unless Guarantees says otherwise.
+//  5. Renew is compare-and-extend on the lease ID; it never re-creates a
+//     lease (→ an error wrapping [ErrLeaseLost]).
+//  6. Release acts on the lease ID only; releasing an unknown or expired ID
+//     returns an error wrapping [ErrNotHeld] and changes nothing.
+//  7. Add an interface guard (var _ sema.Backend = (*Backend)(nil)) for
+//     Backend and every optional interface, and call
+//     backendtest.Run from the backend's tests.
+type Backend interface {
+	TryAcquire(ctx context.Context, req Request) (Grant, error)
+	Renew(ctx context.Context, name, id string, ttl time.Duration) (Grant, error)
+	Release(ctx context.Context, name, id string) error
+	Close() error
+}
+
+// Blocker is implemented by backends that queue waiters themselves (in FIFO
+// order where Guarantees.FIFO says so). Acquire waits until the request is
+// granted or ctx is done; a grant that races with cancellation must be given
+// back by the backend. Grant.Waited reports how long the backend held the
+// request before granting it, measured on the backend's monotonic clock.
+type Blocker interface {
+	Acquire(ctx context.Context, req Request) (Grant, error)
+}
+
+// Notifier is implemented by backends that can signal that permits of a name
+// may have become free (pub/sub, LISTEN/NOTIFY, watch, inotify). The core
+// subscribes before each TryAcquire, so a release between the attempt and
+// the wait is not lost. The channel may fire spuriously; it is closed or
+// abandoned when cancel is called. The core still re-checks on a bounded
+// fallback timer in case a signal is lost.
+type Notifier interface {
+	Subscribe(ctx context.Context, name string) (ch <-chan struct{}, cancel func(), err error)
+}
+
+// Inspector is implemented by backends that can show holders and waiters.
+type Inspector interface {
+	// Describe returns the state of one name. A name nobody holds or waits
+	// for has a Status with no holders, not an error.
+	Describe(ctx context.Context, name string) (Status, error)
+	// List returns the names starting with prefix that have holders or
+	// waiters, sorted by name.
+	List(ctx context.Context, prefix string) ([]Status, error)
+}
+
+// ForceReleaser is implemented by backends that let an admin end leases they
+// do not hold. With id == "" every holder of name is released. It returns
+// the released holders, or an error wrapping [ErrNotHeld] if there were none.
+// A later Renew of a force-released lease should wrap [ErrForceReleased].
+type ForceReleaser interface {
+	ForceRelease(ctx context.Context, name, id string) ([]Holder, error)
+}
+
+// Declarer is implemented by backends that declare their guarantees. Every
+// backend in this module does.
+type Declarer interface {
+	Guarantees() Guarantees
+}
+
+// Scope says how far a backend's exclusion reaches.
+type Scope string
+
+// Scopes.
+const (
+	ScopeProcess Scope = "process" // goroutines of one process
+	ScopeHost    Scope = "host"    // processes of one host
+	ScopeCluster Scope = "cluster" // processes on many hosts
+)
+
+// Guarantees is what a backend promises, declared in code so that tests and
+// users can check it.
+type Guarantees struct {
+	Scope Scope
+	// FIFO: waiters are granted in arrival order and a later, smaller
+	// request never overtakes an earlier one.
+	FIFO bool
+	// Linearizable: every operation takes effect atomically at one point
+	// between its call and its return, for all clients.
+	Linearizable bool
+	// DurableFencing: tokens never go back, even after the backend restarts.
+	DurableFencing bool
+	// SurvivesFailover: leases and tokens survive the loss of a server
+	// (replication with acknowledgement).
+	SurvivesFailover bool
+	// Wakeup names the event that wakes waiters ("in-process", "long-poll",
+	// "pub/sub", …).
+	Wakeup string
+	// Notes are caveats in one or two sentences.
+	Notes string
+}
+
+// Request asks a backend for Weight permits of the semaphore Name with
+// limit Limit, for TTL.
+type Request struct {
+	Name   string
+	ID     string // lease ID chosen by the core: random, unique per acquisition
+	Owner  string // human label, ≤ MaxOwnerLen bytes
+	Limit  int64
+	Weight int64
+	TTL    time.Duration
+	Host   string // where the holder runs (informational)
+	PID    int    // the holder's process ID (informational)
+}
+
+// Grant is a backend's answer to an acquire or renew. Times are on the
+// backend's clock.
+type Grant struct {
+	Name       string
+	ID         string
+	Token      uint64
+	Owner      string
+	Weight     int64
+	Limit      int64
+	AcquiredAt time.Time
+	ExpiresAt  time.Time
+	// Waited is how long a Blocker held the request before granting it, on
+	// the backend's monotonic clock. Zero for TryAcquire and Renew.
+	Waited time.Duration
+}
+
+// Holder describes one live lease.
+type Holder struct {
+	ID         string    `json:"id,omitempty"`
+	Owner      string    `json:"owner"`
+	Token      uint64    `json:"token"`
+	Weight     int64     `json:"weight"`
+	AcquiredAt time.Time `json:"acquired_at"`
+	RenewedAt  time.Time `json:"renewed_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	Host       string    `json:"host,omitempty"`
+	PID        int       `json:"pid,omitempty"`
+}
+
+// WaiterInfo describes one queued request.
+type WaiterInfo struct {
+	Owner  string    `json:"owner"`
+	Weight int64     `json:"weight"`
+	Since  time.Time `json:"since"`
+	Host   string    `json:"host,omitempty"`
+	PID    int       `json:"pid,omitempty"`
+}
+
+// Status is the state of one name.
+type Status struct {
+	Name    string       `json:"name"`
+	Limit   int64        `json:"limit"` // 0 when nobody holds or waits
+	Used    int64        `json:"used"`  // sum of the holders' weights
+	Holders []Holder     `json:"holders"`
+	Waiters []WaiterInfo `json:"waiters"`
+}

@@ -1,0 +1,276 @@
+package mem
+
+import (
+	"cmp"
+	"context"
+	"container/list"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sema-dev/sema"
+)
+
+// entry is the state of one name while it has holders or waiters.
+type entry struct {
+	limit   int64
+	used    int64
+	holders map[string]*holder
+	waiters list.List // of *waiter, FIFO
+	timer   *time.Timer
+}
+
+type holder struct {
+	req      sema.Request
+	token    uint64
+	acquired time.Time
+	renewed  time.Time
+	expires  time.Time
+}
+
+type waiter struct {
+	req   sema.Request
+	since time.Time
+	elem  *list.Element
+	ready chan struct{} // closed when grant or err is set
+	grant sema.Grant
+	err   error
+}
+
+// entryFor returns the entry of name, creating it, after dropping expired
+// holders. It fails if limit disagrees with current holders or waiters.
+func (b *Backend) entryFor(name string, limit int64, now time.Time) (*entry, error) {
+	e := b.names[name]
+	if e == nil {
+		e = &entry{limit: limit, holders: make(map[string]*holder)}
+		b.names[name] = e
+		return e, nil
+	}
+	b.expire(name, e, now)
+	if e.limit != limit {
+		if len(e.holders) > 0 || e.waiters.Len() > 0 {
+			return nil, fmt.Errorf("mem: %q has limit %d, asked %d: %w", name, e.limit, limit, sema.ErrLimitMismatch)
+		}
+		e.limit = limit
+	}
+	return e, nil
+}
+
+func (b *Backend) grant(e *entry, req *sema.Request, now time.Time) *holder {
+	b.token++
+	h := &holder{req: *req, token: b.token, acquired: now, renewed: now, expires: now.Add(req.TTL)}
+	e.holders[req.ID] = h
+	e.used += req.Weight
+	return h
+}
+
+func (e *entry) grantOf(name string, h *holder) sema.Grant {
+	return sema.Grant{
+		Name: name, ID: h.req.ID, Token: h.token, Owner: h.req.Owner,
+		Weight: h.req.Weight, Limit: e.limit, AcquiredAt: h.acquired, ExpiresAt: h.expires,
+	}
+}
+
+// grantWaiters grants queued requests in order while the head fits. It
+// stops at the first that does not: no barging.
+func (b *Backend) grantWaiters(name string, e *entry, now time.Time) {
+	for el := e.waiters.Front(); el != nil; el = e.waiters.Front() {
+		w := el.Value.(*waiter)
+		if e.used+w.req.Weight > e.limit {
+			break
+		}
+		e.waiters.Remove(el)
+		w.grant = e.grantOf(name, b.grant(e, &w.req, now))
+		w.grant.Waited = now.Sub(w.since)
+		close(w.ready)
+	}
+	b.armExpiry(name, e, now)
+}
+
+// expire drops holders whose time is up and hands their permits on.
+func (b *Backend) expire(name string, e *entry, now time.Time) {
+	freed := false
+	for id, h := range e.holders {
+		if !now.Before(h.expires) {
+			delete(e.holders, id)
+			e.used -= h.req.Weight
+			freed = true
+		}
+	}
+	if freed {
+		b.grantWaiters(name, e, now)
+	}
+}
+
+// armExpiry sets a timer for the earliest holder expiry while requests wait,
+// so expired permits reach waiters without polling.
+func (b *Backend) armExpiry(name string, e *entry, now time.Time) {
+	if e.waiters.Len() == 0 || len(e.holders) == 0 {
+		if e.timer != nil {
+			e.timer.Stop()
+		}
+		return
+	}
+	var first time.Time
+	for _, h := range e.holders {
+		if first.IsZero() || h.expires.Before(first) {
+			first = h.expires
+		}
+	}
+	d := first.Sub(now) + time.Millisecond
+	if e.timer == nil {
+		e.timer = time.AfterFunc(d, func() { b.onExpiry(name, e) })
+	} else {
+		e.timer.Reset(d)
+	}
+}
+
+func (b *Backend) onExpiry(name string, e *entry) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.names[name] != e {
+		return
+	}
+	now := time.Now()
+	b.expire(name, e, now)
+	b.armExpiry(name, e, now)
+	b.dropIfIdle(name, e)
+}
+
+func (b *Backend) releaseLocked(name, id string, now time.Time) bool {
+	e := b.names[name]
+	if e == nil {
+		return false
+	}
+	b.expire(name, e, now)
+	h := e.holders[id]
+	if h == nil {
+		b.dropIfIdle(name, e)
+		return false
+	}
+	delete(e.holders, id)
+	e.used -= h.req.Weight
+	b.grantWaiters(name, e, now)
+	b.dropIfIdle(name, e)
+	return true
+}
+
+func (b *Backend) dropIfIdle(name string, e *entry) {
+	if len(e.holders) == 0 && e.waiters.Len() == 0 {
+		if e.timer != nil {
+			e.timer.Stop()
+		}
+		delete(b.names, name)
+	}
+}
+
+func (e *entry) holderList() []sema.Holder {
+	hs := make([]sema.Holder, 0, len(e.holders))
+	for _, h := range e.holders {
+		hs = append(hs, sema.Holder{
+			ID: h.req.ID, Owner: h.req.Owner, Token: h.token, Weight: h.req.Weight,
+			AcquiredAt: h.acquired, RenewedAt: h.renewed, ExpiresAt: h.expires,
+			Host: h.req.Host, PID: h.req.PID,
+		})
+	}
+	slices.SortFunc(hs, func(a, b sema.Holder) int { return cmp.Compare(a.Token, b.Token) })
+	return hs
+}
+
+func (e *entry) status(name string) sema.Status {
+	st := sema.Status{Name: name, Limit: e.limit, Used: e.used, Holders: e.holderList(), Waiters: []sema.WaiterInfo{}}
+	for el := e.waiters.Front(); el != nil; el = el.Next() {
+		w := el.Value.(*waiter)
+		st.Waiters = append(st.Waiters, sema.WaiterInfo{
+			Owner: w.req.Owner, Weight: w.req.Weight, Since: w.since, Host: w.req.Host, PID: w.req.PID,
+		})
+	}
+	return st
+}
+
+func (e *entry) heldError(name string) error {
+	return &sema.HeldError{Name: name, Limit: e.limit, Holders: e.holderList(), Waiters: e.waiters.Len()}
+}
+
+// Describe returns the holders and waiters of name.
+func (b *Backend) Describe(_ context.Context, name string) (sema.Status, error) {
+	if err := sema.ValidateName(name); err != nil {
+		return sema.Status{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return sema.Status{}, sema.ErrClosed
+	}
+	e := b.names[name]
+	if e == nil {
+		return sema.Status{Name: name, Holders: []sema.Holder{}, Waiters: []sema.WaiterInfo{}}, nil
+	}
+	b.expire(name, e, time.Now())
+	st := e.status(name)
+	b.dropIfIdle(name, e)
+	return st, nil
+}
+
+// List returns every name with the prefix that has holders or waiters.
+func (b *Backend) List(_ context.Context, prefix string) ([]sema.Status, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, sema.ErrClosed
+	}
+	now := time.Now()
+	out := []sema.Status{}
+	for name, e := range b.names {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		b.expire(name, e, now)
+		if len(e.holders) == 0 && e.waiters.Len() == 0 {
+			b.dropIfIdle(name, e)
+			continue
+		}
+		out = append(out, e.status(name))
+	}
+	slices.SortFunc(out, func(a, b sema.Status) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// ForceRelease ends the lease id of name, or every lease of name if id is "".
+func (b *Backend) ForceRelease(_ context.Context, name, id string) ([]sema.Holder, error) {
+	if err := sema.ValidateName(name); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, sema.ErrClosed
+	}
+	now := time.Now()
+	for rid, until := range b.revoked {
+		if now.After(until) {
+			delete(b.revoked, rid)
+		}
+	}
+	e := b.names[name]
+	if e == nil {
+		return nil, fmt.Errorf("mem: force-release %q: %w", name, sema.ErrNotHeld)
+	}
+	b.expire(name, e, now)
+	var out []sema.Holder
+	for _, h := range e.holderList() {
+		if id == "" || h.ID == id {
+			out = append(out, h)
+			b.revoked[h.ID] = h.ExpiresAt
+			delete(e.holders, h.ID)
+			e.used -= h.Weight
+		}
+	}
+	b.grantWaiters(name, e, now)
+	b.dropIfIdle(name, e)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("mem: force-release %q: %w", name, sema.ErrNotHeld)
+	}
+	return out, nil
+}

@@ -1,0 +1,200 @@
+// Package mem is the in-process reference backend (URL mem://).
+//
+// # Guarantees
+//
+// Exclusion among the goroutines of one process; linearizable (one mutex);
+// waiters are served strictly FIFO with no barging: a later, smaller request
+// never overtakes an earlier one (as golang.org/x/sync/semaphore). A release
+// hands the permits to the next waiters directly, under the same mutex, and
+// wakes them by a channel. Expiry runs on the process clock: a timer frees
+// expired permits for waiters, without polling. Tokens come from one counter
+// for the whole backend, so they are strictly increasing per name even after
+// an idle name's state is dropped; they restart with the process.
+package mem
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sema-dev/sema"
+)
+
+// Backend is the in-process backend. The zero value is not usable; call New.
+type Backend struct {
+	mu      sync.Mutex
+	names   map[string]*entry
+	revoked map[string]time.Time // force-released lease IDs → when to forget
+	token   uint64
+	closed  bool
+}
+
+// Interface guards.
+var (
+	_ sema.Backend       = (*Backend)(nil)
+	_ sema.Blocker       = (*Backend)(nil)
+	_ sema.Inspector     = (*Backend)(nil)
+	_ sema.ForceReleaser = (*Backend)(nil)
+	_ sema.Declarer      = (*Backend)(nil)
+)
+
+// New returns an empty backend.
+func New() *Backend {
+	return &Backend{names: make(map[string]*entry), revoked: make(map[string]time.Time)}
+}
+
+// Guarantees declares what the memory backend promises.
+func (b *Backend) Guarantees() sema.Guarantees {
+	return sema.Guarantees{
+		Scope: sema.ScopeProcess, FIFO: true, Linearizable: true, DurableFencing: false,
+		Wakeup: "in-process channel",
+		Notes:  "state lives in this process only; tokens restart when the process does",
+	}
+}
+
+// TryAcquire grants the request if the permits are free and nobody waits.
+func (b *Backend) TryAcquire(_ context.Context, req sema.Request) (sema.Grant, error) {
+	if err := req.Validate(); err != nil {
+		return sema.Grant{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return sema.Grant{}, sema.ErrClosed
+	}
+	now := time.Now()
+	e, err := b.entryFor(req.Name, req.Limit, now)
+	if err != nil {
+		return sema.Grant{}, err
+	}
+	if h, ok := e.holders[req.ID]; ok { // idempotent retry
+		return e.grantOf(req.Name, h), nil
+	}
+	if e.waiters.Len() > 0 || e.used+req.Weight > e.limit {
+		err := e.heldError(req.Name)
+		b.dropIfIdle(req.Name, e)
+		return sema.Grant{}, err
+	}
+	return e.grantOf(req.Name, b.grant(e, &req, now)), nil
+}
+
+// Acquire waits in the name's FIFO queue until granted or ctx is done.
+func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, error) {
+	if err := req.Validate(); err != nil {
+		return sema.Grant{}, err
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return sema.Grant{}, sema.ErrClosed
+	}
+	now := time.Now()
+	e, err := b.entryFor(req.Name, req.Limit, now)
+	if err != nil {
+		b.mu.Unlock()
+		return sema.Grant{}, err
+	}
+	if h, ok := e.holders[req.ID]; ok {
+		b.mu.Unlock()
+		return e.grantOf(req.Name, h), nil
+	}
+	if e.waiters.Len() == 0 && e.used+req.Weight <= e.limit {
+		g := e.grantOf(req.Name, b.grant(e, &req, now))
+		b.mu.Unlock()
+		return g, nil
+	}
+	w := &waiter{req: req, since: now, ready: make(chan struct{})}
+	w.elem = e.waiters.PushBack(w)
+	b.armExpiry(req.Name, e, now)
+	b.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return w.grant, w.err
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-w.ready: // granted (or closed) just as ctx ended: give it back
+		if w.err == nil {
+			b.releaseLocked(req.Name, req.ID, time.Now())
+		}
+	default:
+		wasHead := e.waiters.Front() == w.elem
+		e.waiters.Remove(w.elem)
+		if wasHead {
+			// The head may have been blocking smaller requests behind it.
+			b.grantWaiters(req.Name, e, time.Now())
+		}
+		b.dropIfIdle(req.Name, e)
+	}
+	return sema.Grant{}, fmt.Errorf("%w: %w", sema.ErrNotAcquired, context.Cause(ctx))
+}
+
+// Renew extends a live lease by ttl from now.
+func (b *Backend) Renew(_ context.Context, name, id string, ttl time.Duration) (sema.Grant, error) {
+	if err := sema.ValidateTTL(ttl); err != nil {
+		return sema.Grant{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return sema.Grant{}, sema.ErrClosed
+	}
+	now := time.Now()
+	e := b.names[name]
+	if e != nil {
+		b.expire(name, e, now)
+	}
+	var h *holder
+	if e != nil {
+		h = e.holders[id]
+	}
+	if h == nil {
+		if _, ok := b.revoked[id]; ok {
+			return sema.Grant{}, fmt.Errorf("mem: renew %q: %w", name, sema.ErrForceReleased)
+		}
+		return sema.Grant{}, fmt.Errorf("mem: renew %q: %w", name, sema.ErrLeaseLost)
+	}
+	h.renewed = now
+	h.expires = now.Add(ttl)
+	b.armExpiry(name, e, now)
+	return e.grantOf(name, h), nil
+}
+
+// Release frees a lease by ID. Unknown or expired IDs → ErrNotHeld.
+func (b *Backend) Release(_ context.Context, name, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return sema.ErrClosed
+	}
+	if !b.releaseLocked(name, id, time.Now()) {
+		return fmt.Errorf("mem: release %q: %w", name, sema.ErrNotHeld)
+	}
+	return nil
+}
+
+// Close fails every waiter and later call with ErrClosed and drops all state.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	for _, e := range b.names {
+		for el := e.waiters.Front(); el != nil; el = el.Next() {
+			w := el.Value.(*waiter)
+			w.err = sema.ErrClosed
+			close(w.ready)
+		}
+		if e.timer != nil {
+			e.timer.Stop()
+		}
+	}
+	b.names = nil
+	return nil
+}

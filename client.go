@@ -1,0 +1,131 @@
+package sema
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Client gives out semaphores and mutexes over one [Backend]. It is safe for
+// concurrent use.
+type Client struct {
+	b              Backend
+	blocker        Blocker
+	notifier       Notifier
+	log            *slog.Logger
+	releaseTimeout time.Duration
+	host           string
+	pid            int
+	owner          string
+	closed         atomic.Bool
+}
+
+// New returns a client over b. The client takes b over: [Client.Close]
+// closes it.
+func New(b Backend, opts ...Option) *Client {
+	host, _ := os.Hostname()
+	if len(host) > MaxOwnerLen || checkText(host) != nil {
+		host = ""
+	}
+	c := &Client{
+		b:              b,
+		log:            slog.Default(),
+		releaseTimeout: DefaultReleaseTimeout,
+		host:           host,
+		pid:            os.Getpid(),
+	}
+	c.owner = host + ":" + strconv.Itoa(c.pid)
+	c.blocker, _ = b.(Blocker)
+	c.notifier, _ = b.(Notifier)
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Backend returns the client's backend.
+func (c *Client) Backend() Backend { return c.b }
+
+// Semaphore returns the semaphore name with the given limit. Invalid names
+// or limits are reported by its methods.
+func (c *Client) Semaphore(name string, limit int64, opts ...AcquireOption) *Semaphore {
+	return &Semaphore{c: c, name: name, limit: limit, opts: opts}
+}
+
+// Mutex returns the lock name: a semaphore with limit 1.
+func (c *Client) Mutex(name string, opts ...AcquireOption) *Semaphore {
+	return c.Semaphore(name, 1, opts...)
+}
+
+// Do runs fn while holding the mutex name; see [Semaphore.Do].
+func (c *Client) Do(ctx context.Context, name string, fn func(context.Context) error, opts ...AcquireOption) error {
+	return c.Mutex(name).Do(ctx, fn, opts...)
+}
+
+// Guarantees returns what the backend declares, or a zero value if it
+// declares nothing.
+func (c *Client) Guarantees() Guarantees {
+	if d, ok := c.b.(Declarer); ok {
+		return d.Guarantees()
+	}
+	return Guarantees{}
+}
+
+// Describe returns holders and waiters of name.
+func (c *Client) Describe(ctx context.Context, name string) (Status, error) {
+	if err := ValidateName(name); err != nil {
+		return Status{}, err
+	}
+	in, ok := c.b.(Inspector)
+	if !ok {
+		return Status{}, fmt.Errorf("%w: backend cannot describe", ErrInvalidArgument)
+	}
+	return in.Describe(ctx, name)
+}
+
+// List returns every name starting with prefix that has holders or waiters.
+func (c *Client) List(ctx context.Context, prefix string) ([]Status, error) {
+	if len(prefix) > MaxNameLen {
+		return nil, fmt.Errorf("%w: prefix longer than %d bytes", ErrInvalidName, MaxNameLen)
+	}
+	in, ok := c.b.(Inspector)
+	if !ok {
+		return nil, fmt.Errorf("%w: backend cannot list", ErrInvalidArgument)
+	}
+	return in.List(ctx, prefix)
+}
+
+// ForceRelease ends leases of name that the caller may not hold: the one with
+// lease ID id, or all of them if id is empty. It is an admin tool: each call
+// is logged at Warn level as an audit line.
+func (c *Client) ForceRelease(ctx context.Context, name, id string) ([]Holder, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if id != "" {
+		if err := ValidateID(id); err != nil {
+			return nil, err
+		}
+	}
+	fr, ok := c.b.(ForceReleaser)
+	if !ok {
+		return nil, fmt.Errorf("%w: backend cannot force-release", ErrInvalidArgument)
+	}
+	hs, err := fr.ForceRelease(ctx, name, id)
+	for _, h := range hs {
+		c.log.Warn("sema: force-release", "name", name, "lease", h.ID, "owner", h.Owner, "token", h.Token)
+	}
+	return hs, err
+}
+
+// Close closes the backend. Leases still held end as their renewals fail.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	return c.b.Close()
+}

@@ -1,0 +1,3 @@
+module github.com/sema-dev/sema
+
+go 1.25

@@ -1,0 +1,80 @@
+// Package cli implements the sema command line: one file per subcommand.
+// It is the only place (with cmd/sema) that reads environment variables.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// Exit codes. A child's own exit status passes through `sema run`
+// unchanged; these are sema's own.
+const (
+	ExitOK          = 0
+	ExitUsage       = 64 // bad flags or arguments (EX_USAGE)
+	ExitBackend     = 69 // backend unreachable or failing (EX_UNAVAILABLE)
+	ExitNotAcquired = 75 // the lock was held: --no-wait or --wait expired (EX_TEMPFAIL)
+	ExitLeaseLost   = 76 // the lease was lost while the command ran
+	ExitInternal    = 70 // a bug (EX_SOFTWARE)
+)
+
+// Env is what a command sees of the outside world.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *Env, args []string) int
+}
+
+// commands is the explicit table of subcommands (no init registration).
+func commands() []*command {
+	return []*command{versionCmd, runCmd, lsCmd, statusCmd, releaseCmd, serveCmd, benchCmd}
+}
+
+// Main runs the sema command line with args (without the program name) and
+// returns the exit code.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env := &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	return Run(ctx, env, args)
+}
+
+// Run dispatches args to a subcommand.
+func Run(ctx context.Context, env *Env, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(env.Stderr)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, env, args[1:])
+		}
+	}
+	fmt.Fprintf(env.Stderr, "sema: unknown command %q (see 'sema help')\n", args[0])
+	return ExitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: sema <command> [flags] [args]\n\ncommands:")
+	cs := commands()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'sema <command> -h' for a command's flags.")
+}

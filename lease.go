@@ -1,0 +1,213 @@
+package sema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lease is a grant of permits. Ownership is the possession of this value:
+// any goroutine may release it. A lease can be lost at any time (expiry,
+// force-release, a backend that stops answering); [Lease.Done] closes and
+// [Lease.Context] is cancelled before the backend could give the permits to
+// anyone else, and [Lease.Err] tells why.
+type Lease struct {
+	c      *Client
+	g      Grant
+	cfg    acquireConfig
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex // guards the fields below
+	deadline  time.Time  // local, monotonic: sent + TTL − margin
+	expiresAt time.Time  // backend clock
+	ended     bool
+	stopping  bool
+	failures  int
+	renewT    *time.Timer
+	deadlineT *time.Timer
+	maxHoldT  *time.Timer
+	inflight  context.CancelFunc // cancels the renewal in progress
+
+	renewMu sync.Mutex // held for the duration of each renewal
+	relOnce sync.Once
+	relErr  error
+}
+
+func newLease(c *Client, g Grant, cfg *acquireConfig, deadline time.Time, parent context.Context) *Lease {
+	l := &Lease{c: c, g: g, cfg: *cfg, deadline: deadline, expiresAt: g.ExpiresAt}
+	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(parent))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.deadlineT = time.AfterFunc(time.Until(deadline), l.onDeadline)
+	if cfg.keepalive {
+		l.renewT = time.AfterFunc(cfg.interval, l.onRenew)
+	}
+	if cfg.maxHold > 0 {
+		l.maxHoldT = time.AfterFunc(cfg.maxHold, func() { l.end(ErrMaxHold) })
+	}
+	return l
+}
+
+// Name returns the semaphore's name.
+func (l *Lease) Name() string { return l.g.Name }
+
+// ID returns the lease ID: random, unique per acquisition.
+func (l *Lease) ID() string { return l.g.ID }
+
+// Token returns the fencing token: strictly increasing per name over every
+// grant. Pass it to the resource you guard so it can refuse stale holders.
+func (l *Lease) Token() uint64 { return l.g.Token }
+
+// Owner returns the owner label.
+func (l *Lease) Owner() string { return l.g.Owner }
+
+// Weight returns the number of permits held.
+func (l *Lease) Weight() int64 { return l.g.Weight }
+
+// Limit returns the semaphore's limit.
+func (l *Lease) Limit() int64 { return l.g.Limit }
+
+// AcquiredAt returns when the backend granted the lease, by its clock.
+func (l *Lease) AcquiredAt() time.Time { return l.g.AcquiredAt }
+
+// ExpiresAt returns when the backend will expire the lease unless renewed,
+// by its clock, as of the last confirmed renewal.
+func (l *Lease) ExpiresAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expiresAt
+}
+
+// Context returns a context cancelled when the lease ends, with the reason
+// as its cause ([context.Cause]).
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Done returns a channel closed when the lease ends.
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease is held, then why it ended: ErrReleased,
+// ErrExpired, ErrForceReleased, ErrMaxHold (all but the first satisfy
+// errors.Is(err, ErrLeaseLost)), or a backend error.
+func (l *Lease) Err() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+// String describes the lease for logs.
+func (l *Lease) String() string {
+	return fmt.Sprintf("lease %s on %q token %d weight %d/%d owner %q",
+		l.g.ID, l.g.Name, l.g.Token, l.g.Weight, l.g.Limit, l.g.Owner)
+}
+
+// end finishes the lease with reason unless it already ended.
+func (l *Lease) end(reason error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endLocked(reason)
+}
+
+func (l *Lease) endLocked(reason error) {
+	if l.ended {
+		return
+	}
+	l.ended = true
+	l.deadlineT.Stop()
+	if l.renewT != nil {
+		l.renewT.Stop()
+	}
+	if l.maxHoldT != nil {
+		l.maxHoldT.Stop()
+	}
+	l.cancel(reason)
+	if !errors.Is(reason, ErrReleased) {
+		l.c.log.Warn("sema: lease lost", "name", l.g.Name, "lease", l.g.ID, "token", l.g.Token, "reason", reason)
+	}
+}
+
+func (l *Lease) onDeadline() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if until := time.Until(l.deadline); until > 0 { // renewed meanwhile
+		l.deadlineT.Reset(until)
+		return
+	}
+	l.endLocked(ErrExpired)
+}
+
+// Release gives the permits back and stops keepalive before it returns. It
+// runs on its own context, detached from ctx's cancellation and bounded by
+// the client's release timeout, so a cancelled caller does not leave the
+// permits held until the TTL. It is idempotent: later calls return the first
+// result. It returns nil if the lease was held until released, or an error
+// wrapping ErrLeaseLost if it had been lost before.
+func (l *Lease) Release(ctx context.Context) error {
+	l.relOnce.Do(func() { l.relErr = l.release(ctx) })
+	return l.relErr
+}
+
+func (l *Lease) release(ctx context.Context) error {
+	l.mu.Lock()
+	l.stopping = true
+	if l.renewT != nil {
+		l.renewT.Stop()
+	}
+	if l.inflight != nil {
+		l.inflight()
+	}
+	lost := error(nil)
+	if l.ended {
+		lost = context.Cause(l.ctx)
+	}
+	l.mu.Unlock()
+	l.renewMu.Lock() // wait for a renewal in progress: none runs after this
+	l.renewMu.Unlock()
+
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.releaseTimeout)
+	defer cancel()
+	err := retry(rctx, func() error { return l.c.b.Release(rctx, l.g.Name, l.g.ID) })
+	l.end(ErrReleased)
+	switch {
+	case lost != nil:
+		return fmt.Errorf("sema: release %q: lease had ended: %w", l.g.Name, lost)
+	case errors.Is(err, ErrNotHeld):
+		return fmt.Errorf("sema: release %q: backend no longer held it: %w", l.g.Name, ErrExpired)
+	case err != nil:
+		return fmt.Errorf("sema: release %q: %w", l.g.Name, err)
+	}
+	return nil
+}
+
+// retry calls op until it succeeds, fails with a sentinel other than
+// ErrUnavailable, or ctx ends.
+func retry(ctx context.Context, op func() error) error {
+	delay := 5 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || !transient(err) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(delay*2, 500*time.Millisecond)
+	}
+}
+
+// transient reports whether err says nothing definite about the lease.
+func transient(err error) bool {
+	for _, s := range []error{ErrLeaseLost, ErrNotHeld, ErrClosed, ErrInvalidArgument, ErrInvalidName, ErrLimitMismatch, ErrNotAcquired} {
+		if errors.Is(err, s) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,128 @@
+package sema
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Semaphore is a named counting semaphore with a fixed limit. A mutex is a
+// Semaphore with limit 1. It is a cheap handle: it holds no state of its
+// own, so any number of them may name the same semaphore.
+type Semaphore struct {
+	c     *Client
+	name  string
+	limit int64
+	opts  []AcquireOption
+}
+
+// Name returns the semaphore's name.
+func (s *Semaphore) Name() string { return s.name }
+
+// Limit returns the semaphore's limit.
+func (s *Semaphore) Limit() int64 { return s.limit }
+
+// Acquire waits until the permits are granted or ctx is done. The context
+// bounds the wait only: the lease lives on after ctx ends, until Release,
+// loss, or MaxHold. On failure no permits are held; an error from ctx wraps
+// both ErrNotAcquired and ctx.Err().
+func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireOption) (*Lease, error) {
+	return s.acquire(ctx, true, opts)
+}
+
+// TryAcquire takes the permits if they are free now and never waits. If they
+// are not, the error is a *[HeldError] (errors.Is ErrNotAcquired).
+func (s *Semaphore) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Lease, error) {
+	return s.acquire(ctx, false, opts)
+}
+
+// Do acquires, runs fn with the lease's context and releases after fn
+// returns. fn's context is cancelled if the lease is lost; Do then returns
+// fn's error joined with the loss.
+func (s *Semaphore) Do(ctx context.Context, fn func(context.Context) error, opts ...AcquireOption) (err error) {
+	l, err := s.Acquire(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, l.Release(context.WithoutCancel(ctx))) }()
+	return fn(l.Context())
+}
+
+// Describe returns the holders and waiters of the semaphore.
+func (s *Semaphore) Describe(ctx context.Context) (Status, error) {
+	return s.c.Describe(ctx, s.name)
+}
+
+func (s *Semaphore) config(opts []AcquireOption) (acquireConfig, error) {
+	cfg := acquireConfig{ttl: DefaultTTL, weight: 1, keepalive: true, owner: s.c.owner}
+	for _, o := range s.opts {
+		o(&cfg)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg, cfg.resolve()
+}
+
+func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, notAcquired(ctx)
+	}
+	if s.c.closed.Load() {
+		return nil, ErrClosed
+	}
+	cfg, err := s.config(opts)
+	if err != nil {
+		return nil, err
+	}
+	req := Request{
+		Name: s.name, Owner: cfg.owner, Limit: s.limit, Weight: cfg.weight, TTL: cfg.ttl,
+		Host: s.c.host, PID: s.c.pid,
+	}
+	for {
+		req.ID = rand.Text()
+		if err := req.Validate(); err != nil {
+			return nil, err
+		}
+		sent := time.Now()
+		g, err := s.c.grant(ctx, req, wait)
+		if err != nil {
+			if ctx.Err() != nil {
+				// The backend may have granted just as ctx ended: give it back.
+				s.c.giveBack(ctx, req)
+				return nil, notAcquired(ctx)
+			}
+			return nil, err
+		}
+		// The backend granted no earlier than sent+Waited (by its clock);
+		// allow 0.1% rate difference between the two clocks.
+		deadline := sent.Add(g.Waited - g.Waited/1000 + cfg.ttl - cfg.margin)
+		if ctx.Err() != nil {
+			s.c.giveBack(ctx, req)
+			return nil, notAcquired(ctx)
+		}
+		if !time.Now().Before(deadline) {
+			s.c.giveBack(ctx, req)
+			if !wait {
+				return nil, fmt.Errorf("%w: grant arrived after its safe window", ErrUnavailable)
+			}
+			continue
+		}
+		return newLease(s.c, g, &cfg, deadline, ctx), nil
+	}
+}
+
+func notAcquired(ctx context.Context) error {
+	return errors.Join(ErrNotAcquired, context.Cause(ctx))
+}
+
+// giveBack releases a grant the caller will not use, on its own context.
+func (c *Client) giveBack(ctx context.Context, req Request) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.releaseTimeout)
+	defer cancel()
+	if err := c.b.Release(rctx, req.Name, req.ID); err != nil && !errors.Is(err, ErrNotHeld) {
+		c.log.Warn("sema: giving back an unused grant failed", "name", req.Name, "lease", req.ID, "err", err)
+	}
+}

@@ -1,0 +1,124 @@
+package sema
+
+import (
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Bounds on every input. Backends may rely on them after
+// [Request.Validate].
+const (
+	MaxNameLen  = 255     // bytes
+	MaxOwnerLen = 255     // bytes
+	MaxLimit    = 1 << 30 // permits per name
+	MinTTL      = 100 * time.Millisecond
+	MaxTTL      = 24 * time.Hour
+	MaxIDLen    = 64 // bytes of a lease ID
+)
+
+// ValidateName reports whether name is usable: 1–255 bytes of UTF-8 without
+// control characters. The error wraps [ErrInvalidName].
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidName, len(name), MaxNameLen)
+	}
+	if err := checkText(name); err != nil {
+		return fmt.Errorf("%w: %q %s", ErrInvalidName, name, err)
+	}
+	return nil
+}
+
+// validateOwner checks an owner label: ≤ 255 bytes of UTF-8 without control
+// characters (it may be empty).
+func validateOwner(owner string) error {
+	if len(owner) > MaxOwnerLen {
+		return fmt.Errorf("%w: owner is %d bytes, at most %d", ErrInvalidArgument, len(owner), MaxOwnerLen)
+	}
+	if err := checkText(owner); err != nil {
+		return fmt.Errorf("%w: owner %q %s", ErrInvalidArgument, owner, err)
+	}
+	return nil
+}
+
+type textError string
+
+func (e textError) Error() string { return string(e) }
+
+func checkText(s string) error {
+	if !utf8.ValidString(s) {
+		return textError("is not valid UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return textError(fmt.Sprintf("contains control character %U", r))
+		}
+	}
+	return nil
+}
+
+// ValidateLimit checks 1 ≤ limit ≤ MaxLimit.
+func ValidateLimit(limit int64) error {
+	if limit < 1 || limit > MaxLimit {
+		return fmt.Errorf("%w: limit %d out of range [1, %d]", ErrInvalidArgument, limit, int64(MaxLimit))
+	}
+	return nil
+}
+
+// ValidateTTL checks MinTTL ≤ ttl ≤ MaxTTL.
+func ValidateTTL(ttl time.Duration) error {
+	if ttl < MinTTL || ttl > MaxTTL {
+		return fmt.Errorf("%w: ttl %v out of range [%v, %v]", ErrInvalidArgument, ttl, MinTTL, MaxTTL)
+	}
+	return nil
+}
+
+// ValidateID checks a lease ID: 1–64 bytes of [A-Za-z0-9_-].
+func ValidateID(id string) error {
+	if id == "" || len(id) > MaxIDLen {
+		return fmt.Errorf("%w: lease id must be 1-%d bytes", ErrInvalidArgument, MaxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("%w: lease id has byte %q; only [A-Za-z0-9_-] allowed", ErrInvalidArgument, c)
+		}
+	}
+	return nil
+}
+
+// Validate checks every field of a request. Backends call it first.
+func (r *Request) Validate() error {
+	if err := ValidateName(r.Name); err != nil {
+		return err
+	}
+	if err := ValidateID(r.ID); err != nil {
+		return err
+	}
+	if err := ValidateLimit(r.Limit); err != nil {
+		return err
+	}
+	if r.Weight < 1 || r.Weight > r.Limit {
+		return fmt.Errorf("%w: weight %d out of range [1, limit %d]", ErrInvalidArgument, r.Weight, r.Limit)
+	}
+	if err := ValidateTTL(r.TTL); err != nil {
+		return err
+	}
+	if err := validateOwner(r.Owner); err != nil {
+		return err
+	}
+	if r.Owner == r.ID {
+		return fmt.Errorf("%w: owner label equals the lease id", ErrInvalidArgument)
+	}
+	if err := checkText(r.Host); err != nil || len(r.Host) > MaxOwnerLen {
+		return fmt.Errorf("%w: bad host label", ErrInvalidArgument)
+	}
+	if r.PID < 0 {
+		return fmt.Errorf("%w: negative pid", ErrInvalidArgument)
+	}
+	return nil
+}
