@@ -2,8 +2,8 @@ package mem
 
 import (
 	"cmp"
-	"context"
 	"container/list"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
