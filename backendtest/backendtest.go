@@ -7,9 +7,20 @@
 //			New: func(t *testing.T) sema.Backend { return mem.New() },
 //		})
 //	}
+//
+// The suite checks the contract of the sema package documentation: exclusion
+// under a hammer with a checker that watches live weights continuously,
+// limits and weights, FIFO without barging (for backends that declare
+// FIFO), expiry, compare-and-extend refresh, idempotent release that never
+// touches a newer lease, cancellation without leaked permits, strictly
+// increasing tokens (also across a reopen), introspection, force-release,
+// bad input, and a lease whose backend stops answering.
 package backendtest
 
 import (
+	"context"
+	"crypto/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,10 +33,135 @@ type Config struct {
 	// or a new client of a shared server each time: every subtest uses its
 	// own unique names. The suite closes what New returns.
 	New func(t *testing.T) sema.Backend
+	// Peer, if set, returns a second, independent handle on the same store
+	// as b (another client of the same server, the same directory opened
+	// again), as another process would have. The suite closes it. Default:
+	// b itself is shared.
+	Peer func(t *testing.T, b sema.Backend) sema.Backend
 	// TTL is the short lease TTL the expiry tests use (default 400ms).
 	// Backends with coarse expiry (whole seconds) set it higher.
 	TTL time.Duration
 	// Reopen, if set, closes b and opens the same store again, as after a
 	// restart of the backend; the suite checks tokens never go back.
 	Reopen func(t *testing.T, b sema.Backend) sema.Backend
+}
+
+// Run runs the whole suite as subtests of t.
+func Run(t *testing.T, cfg Config) {
+	t.Helper()
+	if cfg.New == nil {
+		t.Fatal("backendtest: Config.New is nil")
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 400 * time.Millisecond
+	}
+	tests := []struct {
+		name string
+		fn   func(*testing.T, *env)
+	}{
+		{"BadInput", testBadInput},
+		{"AlreadyDoneContext", testAlreadyDoneContext},
+		{"TryAcquireNeverWaits", testTryAcquire},
+		{"IdempotentAcquireByID", testIdempotentAcquire},
+		{"Weights", testWeights},
+		{"LimitMismatch", testLimitMismatch},
+		{"ExclusionHammer", testExclusionHammer},
+		{"MutexCounter", testMutexCounter},
+		{"FIFONoBarging", testFIFO},
+		{"FIFOOrder", testFIFOOrder},
+		{"CancelWhileWaiting", testCancelWhileWaiting},
+		{"TTLExpiryFreesPermits", testExpiry},
+		{"RefreshAfterExpiryIsLost", testRefreshAfterExpiry},
+		{"ReleaseIdempotentNeverTouchesNewer", testReleaseIdempotent},
+		{"ReleaseFromOtherGoroutine", testReleaseOtherGoroutine},
+		{"KeepaliveAndNoRenewAfterRelease", testKeepalive},
+		{"MaxHold", testMaxHold},
+		{"TokensStrictlyIncreasing", testTokens},
+		{"TokensSurviveReopen", testTokensReopen},
+		{"DescribeAndList", testDescribe},
+		{"ForceRelease", testForceRelease},
+		{"StalledBackendCancelsLease", testStalledBackend},
+		{"Do", testDo},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, newEnv(t, cfg))
+		})
+	}
+}
+
+// env is one subtest's view of the backend.
+type env struct {
+	t      *testing.T
+	cfg    Config
+	b      sema.Backend // the backend New returned
+	peer   sema.Backend // another handle on the same store
+	c      *sema.Client // client over b
+	p      *sema.Client // client over peer
+	prefix string
+	g      sema.Guarantees
+}
+
+func newEnv(t *testing.T, cfg Config) *env {
+	b := cfg.New(t)
+	e := &env{t: t, cfg: cfg, b: b, peer: b}
+	t.Cleanup(func() { _ = e.b.Close() })
+	if cfg.Peer != nil {
+		e.peer = cfg.Peer(t, b)
+		t.Cleanup(func() { _ = e.peer.Close() })
+	}
+	// The clients are never closed: the suite closes the backends itself.
+	e.c = sema.New(e.b)
+	e.p = sema.New(e.peer)
+	if d, ok := b.(sema.Declarer); ok {
+		e.g = d.Guarantees()
+	}
+	r := strings.ToLower(rand.Text()[:8])
+	e.prefix = "bt/" + strings.ReplaceAll(t.Name(), "/", ".") + "/" + r + "/"
+	return e
+}
+
+// name returns a unique name for this subtest.
+func (e *env) name(s string) string { return e.prefix + s }
+
+func (e *env) ctx(d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// inspector returns the backend as an Inspector, or nil.
+func (e *env) inspector() sema.Inspector {
+	in, _ := e.b.(sema.Inspector)
+	return in
+}
+
+// describe returns the status of name or fails the test.
+func (e *env) describe(name string) sema.Status {
+	e.t.Helper()
+	in := e.inspector()
+	if in == nil {
+		e.t.Skip("backend is not an Inspector")
+	}
+	st, err := in.Describe(e.ctx(10*time.Second), name)
+	if err != nil {
+		e.t.Fatalf("Describe(%q): %v", name, err)
+	}
+	return st
+}
+
+func (e *env) mustAcquire(s *sema.Semaphore, opts ...sema.AcquireOption) *sema.Lease {
+	e.t.Helper()
+	l, err := s.Acquire(e.ctx(20*time.Second), opts...)
+	if err != nil {
+		e.t.Fatalf("Acquire(%q): %v", s.Name(), err)
+	}
+	return l
+}
+
+func (e *env) mustRelease(l *sema.Lease) {
+	e.t.Helper()
+	if err := l.Release(context.Background()); err != nil {
+		e.t.Fatalf("Release(%q): %v", l.Name(), err)
+	}
 }

@@ -1,0 +1,201 @@
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sema-dev/sema"
+)
+
+// waitDone waits for the lease to end, up to d.
+func (e *env) waitDone(l *sema.Lease, d time.Duration) time.Time {
+	e.t.Helper()
+	select {
+	case <-l.Done():
+		return time.Now()
+	case <-time.After(d):
+		e.t.Fatalf("lease %s did not end within %v", l, d)
+		return time.Time{}
+	}
+}
+
+func testExpiry(t *testing.T, e *env) {
+	name := e.name("ttl")
+	ttl := e.cfg.TTL
+	l := e.mustAcquire(e.c.Mutex(name), sema.WithTTL(ttl), sema.WithoutKeepalive())
+	if _, err := e.p.Mutex(name).TryAcquire(e.ctx(10 * time.Second)); !errors.Is(err, sema.ErrNotAcquired) {
+		t.Fatalf("TryAcquire while held: %v", err)
+	}
+	granted := make(chan time.Time, 1)
+	var l2 *sema.Lease
+	go func() {
+		l2 = e.mustAcquireBG(e.p.Mutex(name))
+		granted <- time.Now()
+	}()
+	doneAt := e.waitDone(l, 20*ttl)
+	if !errors.Is(l.Err(), sema.ErrExpired) || !errors.Is(l.Err(), sema.ErrLeaseLost) {
+		t.Errorf("Err = %v, want ErrExpired", l.Err())
+	}
+	var grantAt time.Time
+	select {
+	case grantAt = <-granted:
+	case <-time.After(30 * ttl):
+		t.Fatal("expired permits were never granted to the waiter")
+	}
+	if l2 == nil {
+		t.FailNow()
+	}
+	if !doneAt.Before(grantAt) {
+		t.Errorf("waiter granted at %v, before the holder's lease ended at %v", grantAt, doneAt)
+	}
+	// Releasing the expired lease reports the loss and leaves the new holder.
+	if err := l.Release(context.Background()); !errors.Is(err, sema.ErrLeaseLost) {
+		t.Errorf("Release of an expired lease: %v, want ErrLeaseLost", err)
+	}
+	if _, err := e.c.Mutex(name).TryAcquire(e.ctx(10 * time.Second)); !errors.Is(err, sema.ErrNotAcquired) {
+		t.Fatalf("the new holder lost the mutex: %v", err)
+	}
+	e.mustRelease(l2)
+}
+
+func testRefreshAfterExpiry(t *testing.T, e *env) {
+	name := e.name("refresh")
+	ttl := e.cfg.TTL
+	l := e.mustAcquire(e.c.Mutex(name), sema.WithTTL(ttl), sema.WithoutKeepalive())
+	if err := l.Refresh(e.ctx(10 * time.Second)); err != nil {
+		t.Fatalf("Refresh of a live lease: %v", err)
+	}
+	e.waitDone(l, 20*ttl)
+	// Wait until the backend has expired it too, then let another client
+	// take and release it.
+	l2 := e.mustAcquire(e.p.Mutex(name))
+	e.mustRelease(l2)
+	if err := l.Refresh(e.ctx(10 * time.Second)); !errors.Is(err, sema.ErrLeaseLost) {
+		t.Fatalf("Refresh after expiry: %v, want ErrLeaseLost", err)
+	}
+	if _, err := e.b.Renew(e.ctx(10*time.Second), name, l.ID(), ttl); !errors.Is(err, sema.ErrLeaseLost) {
+		t.Fatalf("backend Renew of an expired lease: %v, want ErrLeaseLost", err)
+	}
+	// Never re-created.
+	if st := e.describeIfAble(name); st != nil && len(st.Holders) != 0 {
+		t.Fatalf("refresh re-created the lease: %+v", st.Holders)
+	}
+}
+
+func testReleaseIdempotent(t *testing.T, e *env) {
+	name := e.name("idem")
+	l1 := e.mustAcquire(e.c.Mutex(name))
+	e.mustRelease(l1)
+	e.mustRelease(l1)
+	l2 := e.mustAcquire(e.p.Mutex(name))
+	e.mustRelease(l1)
+	if err := e.b.Release(e.ctx(10*time.Second), name, l1.ID()); !errors.Is(err, sema.ErrNotHeld) {
+		t.Errorf("backend Release of an old lease id: %v, want ErrNotHeld", err)
+	}
+	if _, err := e.c.Mutex(name).TryAcquire(e.ctx(10 * time.Second)); !errors.Is(err, sema.ErrNotAcquired) {
+		t.Fatalf("releasing an old lease freed the newer one: %v", err)
+	}
+	if l2.Err() != nil {
+		t.Fatalf("newer lease ended: %v", l2.Err())
+	}
+	e.mustRelease(l2)
+}
+
+// counting counts Renew calls and can stall them.
+type counting struct {
+	sema.Backend
+	renews atomic.Int64
+	stall  atomic.Bool
+}
+
+func (c *counting) Renew(ctx context.Context, name, id string, ttl time.Duration) (sema.Grant, error) {
+	c.renews.Add(1)
+	if c.stall.Load() {
+		<-ctx.Done() // a backend that never answers
+		return sema.Grant{}, fmt.Errorf("stalled: %w: %w", sema.ErrUnavailable, ctx.Err())
+	}
+	return c.Backend.Renew(ctx, name, id, ttl)
+}
+
+func testKeepalive(t *testing.T, e *env) {
+	name := e.name("keep")
+	ttl := e.cfg.TTL
+	cb := &counting{Backend: e.b}
+	l := e.mustAcquire(sema.New(cb).Mutex(name), sema.WithTTL(ttl))
+	time.Sleep(3 * ttl)
+	if l.Err() != nil {
+		t.Fatalf("lease with keepalive ended: %v", l.Err())
+	}
+	if _, err := e.p.Mutex(name).TryAcquire(e.ctx(10 * time.Second)); !errors.Is(err, sema.ErrNotAcquired) {
+		t.Fatalf("lease with keepalive was not held after 3×TTL: %v", err)
+	}
+	if n := cb.renews.Load(); n < 3 {
+		t.Errorf("%d renewals in 3×TTL, want ≥ 3 (every TTL/3)", n)
+	}
+	e.mustRelease(l)
+	after := cb.renews.Load()
+	time.Sleep(ttl)
+	if n := cb.renews.Load(); n != after {
+		t.Fatalf("%d renewals after Release returned", n-after)
+	}
+}
+
+func testMaxHold(t *testing.T, e *env) {
+	name := e.name("maxhold")
+	ttl := e.cfg.TTL
+	start := time.Now()
+	l := e.mustAcquire(e.c.Mutex(name), sema.WithTTL(ttl), sema.WithMaxHold(ttl))
+	e.waitDone(l, 20*ttl)
+	if !errors.Is(l.Err(), sema.ErrMaxHold) || !errors.Is(l.Err(), sema.ErrLeaseLost) {
+		t.Fatalf("Err = %v, want ErrMaxHold", l.Err())
+	}
+	if el := time.Since(start); el < ttl {
+		t.Fatalf("lease ended after %v, before its max hold %v", el, ttl)
+	}
+	// Renewal stopped: the backend frees it by itself.
+	l2 := e.mustAcquire(e.p.Mutex(name))
+	e.mustRelease(l2)
+	if err := l.Release(context.Background()); !errors.Is(err, sema.ErrLeaseLost) {
+		t.Errorf("Release after max hold: %v, want ErrLeaseLost", err)
+	}
+}
+
+// testStalledBackend: the holder's backend stops answering renewals. The
+// lease's context must end before the backend's expiry and before anyone
+// else is granted.
+func testStalledBackend(t *testing.T, e *env) {
+	name := e.name("stall")
+	ttl := e.cfg.TTL
+	cb := &counting{Backend: e.b}
+	l := e.mustAcquire(sema.New(cb).Mutex(name), sema.WithTTL(ttl))
+	cb.stall.Store(true)
+	granted := make(chan time.Time, 1)
+	var l2 *sema.Lease
+	go func() {
+		l2 = e.mustAcquireBG(e.p.Mutex(name))
+		granted <- time.Now()
+	}()
+	doneAt := e.waitDone(l, 20*ttl)
+	if !errors.Is(l.Err(), sema.ErrExpired) {
+		t.Errorf("Err = %v, want ErrExpired", l.Err())
+	}
+	if exp := l.ExpiresAt(); !doneAt.Before(exp) {
+		t.Errorf("lease context ended at %v, not before the backend expiry %v", doneAt, exp)
+	}
+	select {
+	case grantAt := <-granted:
+		if !doneAt.Before(grantAt) {
+			t.Errorf("another client was granted at %v, before the stalled holder was told at %v", grantAt, doneAt)
+		}
+	case <-time.After(30 * ttl):
+		t.Fatal("the permit was never granted to the waiter")
+	}
+	if l2 != nil {
+		e.mustRelease(l2)
+	}
+	_ = l.Release(context.Background())
+}

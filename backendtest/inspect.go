@@ -1,0 +1,165 @@
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sema-dev/sema"
+)
+
+func testTokens(t *testing.T, e *env) {
+	a, b := e.name("tok-a"), e.name("tok-b")
+	var last uint64
+	for i := range 10 {
+		name := a
+		c := e.c
+		if i%2 == 1 {
+			c = e.p
+		}
+		l := e.mustAcquire(c.Mutex(name))
+		if l.Token() <= last {
+			t.Fatalf("token %d after %d: not strictly increasing", l.Token(), last)
+		}
+		last = l.Token()
+		e.mustRelease(l)
+		e.mustRelease(e.mustAcquire(e.c.Mutex(b))) // another name in between
+	}
+	// Concurrent holders of a semaphore get distinct tokens.
+	s := e.c.Semaphore(e.name("tok-s"), 3)
+	seen := map[uint64]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for range 10 {
+				l := e.mustAcquireBG(s)
+				if l == nil {
+					return
+				}
+				mu.Lock()
+				if seen[l.Token()] {
+					t.Errorf("token %d granted twice", l.Token())
+				}
+				seen[l.Token()] = true
+				mu.Unlock()
+				_ = l.Release(context.Background())
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func testTokensReopen(t *testing.T, e *env) {
+	if e.cfg.Reopen == nil {
+		t.Skip("no Config.Reopen: backend state does not outlive it")
+	}
+	name := e.name("reopen")
+	l := e.mustAcquire(e.c.Mutex(name))
+	before := l.Token()
+	e.mustRelease(l)
+	e.b = e.cfg.Reopen(t, e.b)
+	c := sema.New(e.b)
+	l2 := e.mustAcquire(c.Mutex(name))
+	if l2.Token() <= before {
+		t.Fatalf("token %d after reopen, was %d: went back", l2.Token(), before)
+	}
+	e.mustRelease(l2)
+}
+
+func testDescribe(t *testing.T, e *env) {
+	in := e.inspector()
+	if in == nil {
+		t.Skip("backend is not an Inspector")
+	}
+	name := e.name("desc")
+	s := e.c.Semaphore(name, 3)
+	la := e.mustAcquire(s, sema.WithOwner("alice"), sema.WithWeight(1))
+	lb := e.mustAcquire(s, sema.WithOwner("bob"), sema.WithWeight(2))
+	waiting := make(chan *sema.Lease, 1)
+	go func() { waiting <- e.mustAcquireBG(e.p.Semaphore(name, 3), sema.WithOwner("carol")) }()
+	e.waitQueued(name, 1)
+	st := e.describe(name)
+	if st.Name != name || st.Limit != 3 || st.Used != 3 || len(st.Holders) != 2 {
+		t.Fatalf("Describe = %+v", st)
+	}
+	byOwner := map[string]sema.Holder{}
+	for _, h := range st.Holders {
+		byOwner[h.Owner] = h
+		if !h.ExpiresAt.After(h.AcquiredAt) {
+			t.Errorf("holder %q expires %v, acquired %v", h.Owner, h.ExpiresAt, h.AcquiredAt)
+		}
+	}
+	if h := byOwner["alice"]; h.Token != la.Token() || h.Weight != 1 {
+		t.Errorf("alice = %+v, want token %d weight 1", h, la.Token())
+	}
+	if h := byOwner["bob"]; h.Token != lb.Token() || h.Weight != 2 {
+		t.Errorf("bob = %+v, want token %d weight 2", h, lb.Token())
+	}
+	if len(st.Waiters) != 1 || st.Waiters[0].Owner != "carol" || st.Waiters[0].Weight != 1 {
+		t.Errorf("waiters = %+v, want carol", st.Waiters)
+	}
+	ctx := e.ctx(10 * time.Second)
+	all, err := in.List(ctx, e.prefix)
+	if err != nil || len(all) != 1 || all[0].Name != name {
+		t.Errorf("List(%q) = %+v, %v; want just %q", e.prefix, all, err, name)
+	}
+	if other, err := in.List(ctx, e.prefix+"nothing-here/"); err != nil || len(other) != 0 {
+		t.Errorf("List of an unused prefix = %+v, %v", other, err)
+	}
+	e.mustRelease(la)
+	e.mustRelease(lb)
+	if lc := <-waiting; lc != nil {
+		e.mustRelease(lc)
+	}
+	if st := e.describe(name); len(st.Holders) != 0 || len(st.Waiters) != 0 || st.Used != 0 {
+		t.Errorf("after release: %+v", st)
+	}
+	if all, err := in.List(ctx, e.prefix); err != nil || len(all) != 0 {
+		t.Errorf("List after release = %+v, %v; want none", all, err)
+	}
+}
+
+func testForceRelease(t *testing.T, e *env) {
+	fr, ok := e.b.(sema.ForceReleaser)
+	if !ok {
+		t.Skip("backend is not a ForceReleaser")
+	}
+	name := e.name("force")
+	ctx := e.ctx(10 * time.Second)
+	l := e.mustAcquire(e.c.Mutex(name))
+	waiting := make(chan *sema.Lease, 1)
+	go func() { waiting <- e.mustAcquireBG(e.p.Mutex(name)) }()
+	e.waitQueued(name, 1)
+	hs, err := fr.ForceRelease(ctx, name, "")
+	if err != nil || len(hs) != 1 || hs[0].Token != l.Token() {
+		t.Fatalf("ForceRelease = %+v, %v; want the holder with token %d", hs, err, l.Token())
+	}
+	l2 := <-waiting
+	if l2 == nil {
+		t.FailNow()
+	}
+	if err := l.Refresh(ctx); !errors.Is(err, sema.ErrLeaseLost) {
+		t.Fatalf("Refresh after force-release: %v, want ErrLeaseLost", err)
+	}
+	if l.Err() == nil {
+		t.Fatal("lease still live after a refresh reported it lost")
+	}
+	// By id: only that lease goes.
+	if _, err := fr.ForceRelease(ctx, name, "notalease"); !errors.Is(err, sema.ErrNotHeld) {
+		t.Errorf("ForceRelease of an unknown id: %v, want ErrNotHeld", err)
+	}
+	if l2.Err() != nil {
+		t.Fatal("force-release of another id ended the holder")
+	}
+	if hs, err := fr.ForceRelease(ctx, name, l2.ID()); err != nil || len(hs) != 1 {
+		t.Fatalf("ForceRelease by id = %+v, %v", hs, err)
+	}
+	if _, err := fr.ForceRelease(ctx, name, ""); !errors.Is(err, sema.ErrNotHeld) {
+		t.Errorf("ForceRelease of a free name: %v, want ErrNotHeld", err)
+	}
+	_ = l.Release(context.Background())
+	_ = l2.Release(context.Background())
+}
