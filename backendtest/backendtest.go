@@ -70,6 +70,7 @@ func Run(t *testing.T, cfg Config) {
 		{"FIFONoBarging", testFIFO},
 		{"FIFOOrder", testFIFOOrder},
 		{"CancelWhileWaiting", testCancelWhileWaiting},
+		{"BlockerCancelLeaksNothing", testBlockerCancel},
 		{"TTLExpiryFreesPermits", testExpiry},
 		{"RefreshAfterExpiryIsLost", testRefreshAfterExpiry},
 		{"ReleaseIdempotentNeverTouchesNewer", testReleaseIdempotent},

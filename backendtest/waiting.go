@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -176,9 +177,17 @@ func testFIFO(t *testing.T, e *env) {
 	s := e.c.Semaphore(name, 2)
 	h1 := e.mustAcquire(s)
 	h2 := e.mustAcquire(s)
-	big := make(chan *sema.Lease, 1)
+	bigCtx, cancelBig := context.WithCancel(context.Background())
+	defer cancelBig()
+	bigErr := make(chan error, 1)
 	small := make(chan *sema.Lease, 1)
-	go func() { big <- e.mustAcquireBG(e.p.Semaphore(name, 2), sema.WithWeight(2)) }()
+	go func() {
+		l, err := e.p.Semaphore(name, 2).Acquire(bigCtx, sema.WithWeight(2))
+		if err == nil {
+			_ = l.Release(context.Background())
+		}
+		bigErr <- err
+	}()
 	e.waitQueued(name, 1)
 	go func() { small <- e.mustAcquireBG(e.p.Semaphore(name, 2), sema.WithWeight(1)) }()
 	e.waitQueued(name, 2)
@@ -188,26 +197,34 @@ func testFIFO(t *testing.T, e *env) {
 		t.Fatalf("a later weight-1 request overtook an earlier weight-2 one (token %d)", l.Token())
 	case <-time.After(150 * time.Millisecond):
 	}
-	e.mustRelease(h2)
-	lb := <-big
-	if lb == nil {
-		t.FailNow()
+	// Nor may a TryAcquire barge past the queue.
+	if l, err := e.c.Semaphore(name, 2).TryAcquire(e.ctx(10 * time.Second)); !errors.Is(err, sema.ErrNotAcquired) {
+		t.Fatalf("TryAcquire barged past waiters: lease %v, err %v", l, err)
+	}
+	// When the head gives up, the request behind it gets the free permit.
+	cancelBig()
+	if err := <-bigErr; !errors.Is(err, sema.ErrNotAcquired) {
+		t.Fatalf("cancelled head: %v, want ErrNotAcquired", err)
 	}
 	select {
-	case <-small:
-		t.Fatal("weight-1 request granted while weight 2 of 2 is held")
-	case <-time.After(50 * time.Millisecond):
-	}
-	e.mustRelease(lb)
-	if ls := <-small; ls != nil {
+	case ls := <-small:
+		if ls == nil {
+			t.FailNow()
+		}
 		e.mustRelease(ls)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the head waiter's cancellation did not wake the next waiter")
 	}
+	e.mustRelease(h2)
 }
 
 // mustAcquireBG acquires from a goroutine other than the test's; it reports
 // failure with Errorf and returns nil.
 func (e *env) mustAcquireBG(s *sema.Semaphore, opts ...sema.AcquireOption) *sema.Lease {
 	l, err := s.Acquire(e.ctx(20*time.Second), opts...)
+	if errors.Is(err, context.Canceled) {
+		return nil // the test is over and cancelled the wait
+	}
 	if err != nil {
 		e.t.Errorf("Acquire(%q): %v", s.Name(), err)
 		return nil
@@ -291,6 +308,52 @@ func testCancelWhileWaiting(t *testing.T, e *env) {
 	if st := e.describeIfAble(name); st != nil && len(st.Waiters) != 0 {
 		t.Errorf("ghost waiters: %+v", st.Waiters)
 	}
+}
+
+// testBlockerCancel cancels waits in a Blocker directly, without the core's
+// give-back: a grant racing with cancellation must not leak.
+func testBlockerCancel(t *testing.T, e *env) {
+	bl, ok := e.b.(sema.Blocker)
+	if !ok {
+		t.Skip("backend is not a Blocker")
+	}
+	name := e.name("blocker")
+	ctx := e.ctx(60 * time.Second)
+	req := func(id string) sema.Request {
+		return sema.Request{Name: name, ID: id, Limit: 1, Weight: 1, TTL: time.Minute}
+	}
+	for i := range 60 {
+		holder := fmt.Sprintf("h%d", i)
+		if _, err := e.b.TryAcquire(ctx, req(holder)); err != nil {
+			t.Fatalf("round %d: the permit is not free: %v (a grant that raced with cancellation leaked)", i, err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		res := make(chan error, 1)
+		go func() {
+			g, err := bl.Acquire(wctx, req(fmt.Sprintf("w%d", i)))
+			if err == nil {
+				err = e.b.Release(context.Background(), name, g.ID)
+			} else if errors.Is(err, sema.ErrNotAcquired) {
+				err = nil
+			}
+			res <- err
+		}()
+		e.waitQueued(name, 1)
+		// Release and cancel at once: the grant races with the cancellation.
+		released := make(chan error, 1)
+		go func() { released <- e.b.Release(context.Background(), name, holder) }()
+		cancel()
+		if err := <-res; err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if err := <-released; err != nil {
+			t.Fatalf("round %d: Release: %v", i, err)
+		}
+	}
+	if _, err := e.b.TryAcquire(ctx, req("final")); err != nil {
+		t.Fatalf("permit leaked: %v", err)
+	}
+	_ = e.b.Release(ctx, name, "final")
 }
 
 func testReleaseOtherGoroutine(t *testing.T, e *env) {
