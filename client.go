@@ -22,7 +22,13 @@ type Client struct {
 	pid            int
 	owner          string
 	closed         atomic.Bool
+	local          bool      // the backend lives in this process (Scope process)
+	epoch          time.Time // base of now()
 }
+
+// now reads the monotonic clock only (cheaper than time.Now); the result is
+// fit for comparisons and durations, not for display.
+func (c *Client) now() time.Time { return c.epoch.Add(time.Since(c.epoch)) }
 
 // New returns a client over b. The client takes b over: [Client.Close]
 // closes it.
@@ -37,6 +43,7 @@ func New(b Backend, opts ...Option) *Client {
 		releaseTimeout: DefaultReleaseTimeout,
 		host:           host,
 		pid:            os.Getpid(),
+		epoch:          time.Now(),
 	}
 	c.owner = host + ":" + strconv.Itoa(c.pid)
 	c.blocker, _ = b.(Blocker)
@@ -44,6 +51,7 @@ func New(b Backend, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
+	c.local = c.Guarantees().Scope == ScopeProcess
 	return c
 }
 

@@ -7,26 +7,44 @@ import (
 	"time"
 )
 
-// onRenew is the keepalive timer's callback.
-func (l *Lease) onRenew() {
-	err := l.renew(context.Background())
+// tick is the lease timer's callback: it ends the lease at its deadline and
+// runs keepalive renewals in between.
+func (l *Lease) tick() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended || l.stopping {
 		return
 	}
-	if err == nil {
-		l.failures = 0
-		l.renewT.Reset(l.cfg.interval)
+	now := l.c.now()
+	if !now.Before(l.deadline) {
+		l.endLocked(ErrExpired)
 		return
 	}
-	// A transient failure: retry while the lease is provably still valid.
-	l.failures++
-	l.c.log.Debug("sema: renewal failed", "name", l.g.Name, "lease", l.g.ID, "attempt", l.failures, "err", err)
-	backoff := min(time.Duration(l.failures)*l.cfg.interval/8, l.cfg.interval)
-	if left := time.Until(l.deadline); left > 0 {
-		l.renewT.Reset(min(backoff, left/2+time.Millisecond))
+	if !l.cfg.keepalive || l.renewing || now.Before(l.nextRenew) {
+		l.timer.t.Reset(l.nextWake(now)) // early, or a renewal is in flight
+		return
 	}
+	l.renewing = true
+	l.timer.t.Reset(l.deadline.Sub(now)) // the deadline holds even if the renewal hangs
+	l.mu.Unlock()
+	err := l.renew(context.Background())
+	l.mu.Lock()
+	l.renewing = false
+	if l.ended || l.stopping {
+		return
+	}
+	now = l.c.now()
+	if err == nil {
+		l.failures = 0
+		l.nextRenew = now.Add(l.cfg.interval)
+	} else {
+		// A transient failure: retry while the lease is provably still valid.
+		l.failures++
+		l.c.log.Debug("sema: renewal failed", "name", l.g.Name, "lease", l.g.ID, "attempt", l.failures, "err", err)
+		backoff := min(time.Duration(l.failures)*l.cfg.interval/8, l.cfg.interval)
+		l.nextRenew = now.Add(min(backoff, l.deadline.Sub(now)/2+time.Millisecond))
+	}
+	l.timer.t.Reset(l.nextWake(now))
 }
 
 // Refresh extends the lease now (compare-and-extend on its ID). It never
@@ -43,8 +61,9 @@ func (l *Lease) renew(ctx context.Context) error {
 	defer l.renewMu.Unlock()
 	l.mu.Lock()
 	if l.ended || l.stopping {
+		err := l.reason
 		l.mu.Unlock()
-		if err := l.Err(); err != nil {
+		if err != nil {
 			return err
 		}
 		return ErrReleased
@@ -54,7 +73,7 @@ func (l *Lease) renew(ctx context.Context) error {
 	l.inflight = cancel
 	l.mu.Unlock()
 
-	sent := time.Now()
+	sent := l.c.now()
 	g, err := l.c.b.Renew(rctx, l.g.Name, l.g.ID, l.cfg.ttl)
 	cancel()
 
@@ -62,7 +81,7 @@ func (l *Lease) renew(ctx context.Context) error {
 	defer l.mu.Unlock()
 	l.inflight = nil
 	if l.ended {
-		return context.Cause(l.ctx)
+		return l.reason
 	}
 	switch {
 	case err == nil:

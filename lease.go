@@ -17,38 +17,47 @@ type Lease struct {
 	c      *Client
 	g      Grant
 	cfg    acquireConfig
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	parent context.Context // the acquire context, for its values only
 
 	mu        sync.Mutex // guards the fields below
 	deadline  time.Time  // local, monotonic: sent + TTL − margin
-	expiresAt time.Time  // backend clock
+	nextRenew time.Time
+	expiresAt time.Time // backend clock
 	ended     bool
-	stopping  bool
+	reason    error // why it ended
+	stopping  bool  // Release has begun
+	renewing  bool  // a keepalive renewal is in flight
 	failures  int
-	renewT    *time.Timer
-	deadlineT *time.Timer
+	timer     *leaseTimer // the next renewal or the deadline, whichever comes first
 	maxHoldT  *time.Timer
 	inflight  context.CancelFunc // cancels the renewal in progress
+	ctx       context.Context    // created on first use
+	cancel    context.CancelCauseFunc
 
 	renewMu sync.Mutex // held for the duration of each renewal
 	relOnce sync.Once
 	relErr  error
 }
 
-func newLease(c *Client, g Grant, cfg *acquireConfig, deadline time.Time, parent context.Context) *Lease {
-	l := &Lease{c: c, g: g, cfg: *cfg, deadline: deadline, expiresAt: g.ExpiresAt}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(parent))
+func newLease(c *Client, g Grant, cfg *acquireConfig, now, deadline time.Time, parent context.Context) *Lease {
+	l := &Lease{c: c, g: g, cfg: *cfg, parent: parent, deadline: deadline, expiresAt: g.ExpiresAt}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.deadlineT = time.AfterFunc(time.Until(deadline), l.onDeadline)
-	if cfg.keepalive {
-		l.renewT = time.AfterFunc(cfg.interval, l.onRenew)
-	}
+	l.nextRenew = now.Add(cfg.interval)
+	l.timer = getTimer(l, l.nextWake(now))
 	if cfg.maxHold > 0 {
 		l.maxHoldT = time.AfterFunc(cfg.maxHold, func() { l.end(ErrMaxHold) })
 	}
 	return l
+}
+
+// nextWake is how long until the timer must fire: the next renewal with
+// keepalive on, else the deadline.
+func (l *Lease) nextWake(now time.Time) time.Duration {
+	if l.cfg.keepalive && !l.renewing && l.nextRenew.Before(l.deadline) {
+		return l.nextRenew.Sub(now)
+	}
+	return l.deadline.Sub(now)
 }
 
 // Name returns the semaphore's name.
@@ -82,20 +91,30 @@ func (l *Lease) ExpiresAt() time.Time {
 }
 
 // Context returns a context cancelled when the lease ends, with the reason
-// as its cause ([context.Cause]).
-func (l *Lease) Context() context.Context { return l.ctx }
+// as its cause ([context.Cause]). It carries the values of the context the
+// lease was acquired with, not its cancellation.
+func (l *Lease) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(l.parent))
+		if l.ended {
+			l.cancel(l.reason)
+		}
+	}
+	return l.ctx
+}
 
 // Done returns a channel closed when the lease ends.
-func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
 
 // Err returns nil while the lease is held, then why it ended: ErrReleased,
 // ErrExpired, ErrForceReleased, ErrMaxHold (all but the first satisfy
 // errors.Is(err, ErrLeaseLost)), or a backend error.
 func (l *Lease) Err() error {
-	if l.ctx.Err() == nil {
-		return nil
-	}
-	return context.Cause(l.ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reason
 }
 
 // String describes the lease for logs.
@@ -116,27 +135,17 @@ func (l *Lease) endLocked(reason error) {
 		return
 	}
 	l.ended = true
-	l.deadlineT.Stop()
-	if l.renewT != nil {
-		l.renewT.Stop()
-	}
+	l.reason = reason
+	l.timer.stop()
 	if l.maxHoldT != nil {
 		l.maxHoldT.Stop()
 	}
-	l.cancel(reason)
+	if l.cancel != nil {
+		l.cancel(reason)
+	}
 	if !errors.Is(reason, ErrReleased) {
 		l.c.log.Warn("sema: lease lost", "name", l.g.Name, "lease", l.g.ID, "token", l.g.Token, "reason", reason)
 	}
-}
-
-func (l *Lease) onDeadline() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if until := time.Until(l.deadline); until > 0 { // renewed meanwhile
-		l.deadlineT.Reset(until)
-		return
-	}
-	l.endLocked(ErrExpired)
 }
 
 // Release gives the permits back and stops keepalive before it returns. It
@@ -153,23 +162,24 @@ func (l *Lease) Release(ctx context.Context) error {
 func (l *Lease) release(ctx context.Context) error {
 	l.mu.Lock()
 	l.stopping = true
-	if l.renewT != nil {
-		l.renewT.Stop()
-	}
+	l.timer.stop()
 	if l.inflight != nil {
 		l.inflight()
 	}
-	lost := error(nil)
-	if l.ended {
-		lost = context.Cause(l.ctx)
-	}
+	lost := l.reason
 	l.mu.Unlock()
 	l.renewMu.Lock() // wait for a renewal in progress: none runs after this
 	l.renewMu.Unlock()
 
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.releaseTimeout)
-	defer cancel()
-	err := retry(rctx, func() error { return l.c.b.Release(rctx, l.g.Name, l.g.ID) })
+	var err error
+	if l.c.local {
+		// An in-process backend answers at once: no timer needed to bound it.
+		err = l.c.b.Release(context.WithoutCancel(ctx), l.g.Name, l.g.ID)
+	} else {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.releaseTimeout)
+		defer cancel()
+		err = retry(rctx, func() error { return l.c.b.Release(rctx, l.g.Name, l.g.ID) })
+	}
 	l.end(ErrReleased)
 	switch {
 	case lost != nil:

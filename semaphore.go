@@ -2,10 +2,8 @@ package sema
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Semaphore is a named counting semaphore with a fixed limit. A mutex is a
@@ -82,11 +80,11 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption
 		Host: s.c.host, PID: s.c.pid,
 	}
 	for {
-		req.ID = rand.Text()
+		req.ID = newID()
 		if err := req.Validate(); err != nil {
 			return nil, err
 		}
-		sent := time.Now()
+		sent := s.c.now()
 		g, err := s.c.grant(ctx, req, wait)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -103,14 +101,15 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption
 			s.c.giveBack(ctx, req)
 			return nil, notAcquired(ctx)
 		}
-		if !time.Now().Before(deadline) {
+		now := s.c.now()
+		if !now.Before(deadline) {
 			s.c.giveBack(ctx, req)
 			if !wait {
 				return nil, fmt.Errorf("%w: grant arrived after its safe window", ErrUnavailable)
 			}
 			continue
 		}
-		return newLease(s.c, g, &cfg, deadline, ctx), nil
+		return newLease(s.c, g, &cfg, now, deadline, ctx), nil
 	}
 }
 

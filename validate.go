@@ -50,6 +50,18 @@ type textError string
 func (e textError) Error() string { return string(e) }
 
 func checkText(s string) error {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return textError(fmt.Sprintf("contains control character %U", rune(c)))
+		} else if c >= 0x80 {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return nil
+	}
 	if !utf8.ValidString(s) {
 		return textError("is not valid UTF-8")
 	}

@@ -19,6 +19,9 @@ type entry struct {
 	holders map[string]*holder
 	waiters list.List // of *waiter, FIFO
 	timer   *time.Timer
+	// nextExpiry is no later than the earliest holder expiry: expire has
+	// nothing to do before it.
+	nextExpiry time.Time
 }
 
 type holder struct {
@@ -43,7 +46,12 @@ type waiter struct {
 func (b *Backend) entryFor(name string, limit int64, now time.Time) (*entry, error) {
 	e := b.names[name]
 	if e == nil {
-		e = &entry{limit: limit, holders: make(map[string]*holder)}
+		if e = b.spare; e != nil {
+			b.spare = nil
+			e.limit = limit
+		} else {
+			e = &entry{limit: limit, holders: make(map[string]*holder)}
+		}
 		b.names[name] = e
 		return e, nil
 	}
@@ -59,7 +67,17 @@ func (b *Backend) entryFor(name string, limit int64, now time.Time) (*entry, err
 
 func (b *Backend) grant(e *entry, req *sema.Request, now time.Time) *holder {
 	b.token++
-	h := &holder{req: *req, token: b.token, acquired: now, renewed: now, expires: now.Add(req.TTL)}
+	var h *holder
+	if n := len(b.spareHolders); n > 0 {
+		h = b.spareHolders[n-1]
+		b.spareHolders = b.spareHolders[:n-1]
+	} else {
+		h = new(holder)
+	}
+	*h = holder{req: *req, token: b.token, acquired: now, renewed: now, expires: now.Add(req.TTL)}
+	if len(e.holders) == 0 || h.expires.Before(e.nextExpiry) {
+		e.nextExpiry = h.expires
+	}
 	e.holders[req.ID] = h
 	e.used += req.Weight
 	return h
@@ -90,14 +108,21 @@ func (b *Backend) grantWaiters(name string, e *entry, now time.Time) {
 
 // expire drops holders whose time is up and hands their permits on.
 func (b *Backend) expire(name string, e *entry, now time.Time) {
+	if len(e.holders) == 0 || now.Before(e.nextExpiry) {
+		return
+	}
 	freed := false
+	var next time.Time
 	for id, h := range e.holders {
 		if !now.Before(h.expires) {
 			delete(e.holders, id)
 			e.used -= h.req.Weight
 			freed = true
+		} else if next.IsZero() || h.expires.Before(next) {
+			next = h.expires
 		}
 	}
+	e.nextExpiry = next
 	if freed {
 		b.grantWaiters(name, e, now)
 	}
@@ -132,7 +157,7 @@ func (b *Backend) onExpiry(name string, e *entry) {
 	if b.closed || b.names[name] != e {
 		return
 	}
-	now := time.Now()
+	now := b.now()
 	b.expire(name, e, now)
 	b.armExpiry(name, e, now)
 	b.dropIfIdle(name, e)
@@ -151,17 +176,30 @@ func (b *Backend) releaseLocked(name, id string, now time.Time) bool {
 	}
 	delete(e.holders, id)
 	e.used -= h.req.Weight
+	b.recycle(h)
 	b.grantWaiters(name, e, now)
 	b.dropIfIdle(name, e)
 	return true
 }
 
+// dropIfIdle forgets a name nobody holds or waits for. Tokens come from one
+// counter for the whole backend, so nothing about the name needs keeping.
 func (b *Backend) dropIfIdle(name string, e *entry) {
 	if len(e.holders) == 0 && e.waiters.Len() == 0 {
 		if e.timer != nil {
 			e.timer.Stop()
+			e.timer = nil
 		}
 		delete(b.names, name)
+		b.spare = e // reused by the next new name: saves the hot path two allocations
+	}
+}
+
+// recycle keeps a released holder for the next grant.
+func (b *Backend) recycle(h *holder) {
+	if len(b.spareHolders) < 64 {
+		*h = holder{}
+		b.spareHolders = append(b.spareHolders, h)
 	}
 }
 
@@ -207,7 +245,7 @@ func (b *Backend) Describe(_ context.Context, name string) (sema.Status, error) 
 	if e == nil {
 		return sema.Status{Name: name, Holders: []sema.Holder{}, Waiters: []sema.WaiterInfo{}}, nil
 	}
-	b.expire(name, e, time.Now())
+	b.expire(name, e, b.now())
 	st := e.status(name)
 	b.dropIfIdle(name, e)
 	return st, nil
@@ -220,7 +258,7 @@ func (b *Backend) List(_ context.Context, prefix string) ([]sema.Status, error) 
 	if b.closed {
 		return nil, sema.ErrClosed
 	}
-	now := time.Now()
+	now := b.now()
 	out := []sema.Status{}
 	for name, e := range b.names {
 		if !strings.HasPrefix(name, prefix) {
@@ -247,7 +285,7 @@ func (b *Backend) ForceRelease(_ context.Context, name, id string) ([]sema.Holde
 	if b.closed {
 		return nil, sema.ErrClosed
 	}
-	now := time.Now()
+	now := b.now()
 	for rid, until := range b.revoked {
 		if now.After(until) {
 			delete(b.revoked, rid)

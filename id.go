@@ -1,0 +1,78 @@
+package sema
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"sync"
+	"time"
+)
+
+// idBuf amortises crypto/rand over many lease IDs.
+type idBuf struct {
+	b [512]byte
+	n int // unused bytes left at the front of b
+}
+
+var (
+	idPool = sync.Pool{New: func() any { return new(idBuf) }}
+	idEnc  = base32.StdEncoding.WithPadding(base32.NoPadding)
+)
+
+// newID returns a random 128-bit lease ID as 26 characters of [A-Z2-7].
+func newID() string {
+	p := idPool.Get().(*idBuf)
+	if p.n < 16 {
+		rand.Read(p.b[:]) // never fails (crypto/rand, Go ≥ 1.24)
+		p.n = len(p.b)
+	}
+	s := idEnc.EncodeToString(p.b[p.n-16 : p.n])
+	clear(p.b[p.n-16 : p.n])
+	p.n -= 16
+	idPool.Put(p)
+	return s
+}
+
+// leaseTimer is a reusable timer whose callback ticks the lease it is lent
+// to. Creating a runtime timer costs more than resetting one, and a lease is
+// often released microseconds after it was granted.
+type leaseTimer struct {
+	t  *time.Timer
+	l  *Lease // set before Reset, cleared after a successful Stop
+	mu sync.Mutex
+}
+
+var timerPool sync.Pool // of *leaseTimer
+
+func (lt *leaseTimer) fire() {
+	lt.mu.Lock()
+	l := lt.l
+	lt.mu.Unlock()
+	if l != nil {
+		l.tick()
+	}
+}
+
+func getTimer(l *Lease, d time.Duration) *leaseTimer {
+	lt, _ := timerPool.Get().(*leaseTimer)
+	if lt == nil {
+		lt = &leaseTimer{l: l}
+		lt.t = time.AfterFunc(d, lt.fire)
+		return lt
+	}
+	lt.mu.Lock()
+	lt.l = l
+	lt.mu.Unlock()
+	lt.t.Reset(d)
+	return lt
+}
+
+// stop stops the timer and, if its callback can no longer run, returns it
+// to the pool.
+func (lt *leaseTimer) stop() {
+	if lt.t.Stop() {
+		lt.mu.Lock()
+		lt.l = nil
+		lt.mu.Unlock()
+		timerPool.Put(lt)
+	}
+}
