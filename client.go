@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -24,6 +25,7 @@ type Client struct {
 	closed         atomic.Bool
 	local          bool      // the backend lives in this process (Scope process)
 	epoch          time.Time // base of now()
+	timers         sync.Pool // of *leaseTimer
 }
 
 // now reads the monotonic clock only (cheaper than time.Now); the result is
@@ -50,6 +52,9 @@ func New(b Backend, opts ...Option) *Client {
 	c.notifier, _ = b.(Notifier)
 	for _, o := range opts {
 		o(c)
+	}
+	if validateOwner(c.owner) != nil {
+		c.owner = strconv.Itoa(c.pid)
 	}
 	c.local = c.Guarantees().Scope == ScopeProcess
 	return c

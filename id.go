@@ -41,8 +41,6 @@ type leaseTimer struct {
 	mu sync.Mutex
 }
 
-var timerPool sync.Pool // of *leaseTimer
-
 func (lt *leaseTimer) fire() {
 	lt.mu.Lock()
 	l := lt.l
@@ -52,8 +50,10 @@ func (lt *leaseTimer) fire() {
 	}
 }
 
+// getTimer lends a timer from the client's pool (per client, so that a
+// client inside a testing/synctest bubble keeps its timers there).
 func getTimer(l *Lease, d time.Duration) *leaseTimer {
-	lt, _ := timerPool.Get().(*leaseTimer)
+	lt, _ := l.c.timers.Get().(*leaseTimer)
 	if lt == nil {
 		lt = &leaseTimer{l: l}
 		lt.t = time.AfterFunc(d, lt.fire)
@@ -71,8 +71,11 @@ func getTimer(l *Lease, d time.Duration) *leaseTimer {
 func (lt *leaseTimer) stop() {
 	if lt.t.Stop() {
 		lt.mu.Lock()
+		l := lt.l
 		lt.l = nil
 		lt.mu.Unlock()
-		timerPool.Put(lt)
+		if l != nil {
+			l.c.timers.Put(lt)
+		}
 	}
 }

@@ -27,7 +27,7 @@ func (l *Lease) tick() {
 	l.renewing = true
 	l.timer.t.Reset(l.deadline.Sub(now)) // the deadline holds even if the renewal hangs
 	l.mu.Unlock()
-	err := l.renew(context.Background())
+	err := l.renew(context.Background(), l.cfg.interval/2)
 	l.mu.Lock()
 	l.renewing = false
 	if l.ended || l.stopping {
@@ -51,12 +51,14 @@ func (l *Lease) tick() {
 // re-creates a lost lease: then it returns an error wrapping ErrLeaseLost and
 // the lease ends.
 func (l *Lease) Refresh(ctx context.Context) error {
-	return l.renew(ctx)
+	return l.renew(ctx, 0)
 }
 
-// renew performs one renewal. Definite answers (lost, closed) end the lease;
-// transient errors are returned for the caller to retry.
-func (l *Lease) renew(ctx context.Context) error {
+// renew performs one renewal, bounded by the lease's deadline and, if
+// attempt > 0, by attempt: a hung call is abandoned in time to retry.
+// Definite answers (lost, closed) end the lease; transient errors are
+// returned for the caller to retry.
+func (l *Lease) renew(ctx context.Context, attempt time.Duration) error {
 	l.renewMu.Lock()
 	defer l.renewMu.Unlock()
 	l.mu.Lock()
@@ -69,7 +71,13 @@ func (l *Lease) renew(ctx context.Context) error {
 		return ErrReleased
 	}
 	// The renewal must not outlive the window in which the lease is valid.
-	rctx, cancel := context.WithDeadline(ctx, l.deadline)
+	limit := l.deadline
+	if attempt > 0 {
+		if t := l.c.now().Add(attempt); t.Before(limit) {
+			limit = t
+		}
+	}
+	rctx, cancel := context.WithDeadline(ctx, limit)
 	l.inflight = cancel
 	l.mu.Unlock()
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // Semaphore is a named counting semaphore with a fixed limit. A mutex is a
@@ -14,6 +15,7 @@ type Semaphore struct {
 	name  string
 	limit int64
 	opts  []AcquireOption
+	valid atomic.Bool // name and limit were checked
 }
 
 // Name returns the semaphore's name.
@@ -75,15 +77,15 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption
 	if err != nil {
 		return nil, err
 	}
+	if err := s.validate(&cfg); err != nil {
+		return nil, err
+	}
 	req := Request{
 		Name: s.name, Owner: cfg.owner, Limit: s.limit, Weight: cfg.weight, TTL: cfg.ttl,
 		Host: s.c.host, PID: s.c.pid,
 	}
 	for {
 		req.ID = newID()
-		if err := req.Validate(); err != nil {
-			return nil, err
-		}
 		sent := s.c.now()
 		g, err := s.c.grant(ctx, req, wait)
 		if err != nil {
@@ -111,6 +113,27 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption
 		}
 		return newLease(s.c, g, &cfg, now, deadline, ctx), nil
 	}
+}
+
+// validate checks what Request.Validate would, once per handle for the name
+// and limit (the backend checks the whole request again).
+func (s *Semaphore) validate(cfg *acquireConfig) error {
+	if !s.valid.Load() {
+		if err := ValidateName(s.name); err != nil {
+			return err
+		}
+		if err := ValidateLimit(s.limit); err != nil {
+			return err
+		}
+		s.valid.Store(true)
+	}
+	if cfg.weight < 1 || cfg.weight > s.limit {
+		return fmt.Errorf("%w: weight %d out of range [1, limit %d]", ErrInvalidArgument, cfg.weight, s.limit)
+	}
+	if cfg.owner != s.c.owner { // the default was checked by New
+		return validateOwner(cfg.owner)
+	}
+	return nil
 }
 
 func notAcquired(ctx context.Context) error {

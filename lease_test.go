@@ -1,0 +1,227 @@
+package sema_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/backend/mem"
+)
+
+// blackhole is a backend whose renewals never answer until their context
+// ends, as a partitioned server would.
+type blackhole struct {
+	*mem.Backend
+	renews atomic.Int64
+	hang   atomic.Bool
+}
+
+func (b *blackhole) Renew(ctx context.Context, name, id string, ttl time.Duration) (sema.Grant, error) {
+	b.renews.Add(1)
+	if b.hang.Load() {
+		<-ctx.Done()
+		return sema.Grant{}, errors.Join(sema.ErrUnavailable, ctx.Err())
+	}
+	return b.Backend.Renew(ctx, name, id, ttl)
+}
+
+// The local deadline fires at sent + TTL − margin, even though the backend
+// never answers, and before the backend's own expiry.
+func TestLocalDeadlineWithoutAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &blackhole{Backend: mem.New()}
+		b.hang.Store(true)
+		c := sema.New(b)
+		start := time.Now()
+		l, err := c.Mutex("job").Acquire(t.Context(), sema.WithTTL(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(8*time.Second - time.Nanosecond) // TTL 10s − margin TTL/5
+		synctest.Wait()
+		if l.Err() != nil {
+			t.Fatalf("lease ended early, after %v: %v", time.Since(start), l.Err())
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		select {
+		case <-l.Done():
+		default:
+			t.Fatalf("lease not ended at sent+TTL−margin (%v)", time.Since(start))
+		}
+		if !errors.Is(l.Err(), sema.ErrExpired) || !errors.Is(context.Cause(l.Context()), sema.ErrExpired) {
+			t.Fatalf("Err = %v, cause %v", l.Err(), context.Cause(l.Context()))
+		}
+		if !time.Now().Before(l.ExpiresAt()) {
+			t.Fatalf("ended at %v, not before the backend expiry %v", time.Now(), l.ExpiresAt())
+		}
+		if n := b.renews.Load(); n < 2 {
+			t.Errorf("%d renewal attempts, want retries inside the safe window", n)
+		}
+		if err := l.Release(context.Background()); !errors.Is(err, sema.ErrLeaseLost) {
+			t.Errorf("Release after loss = %v, want ErrLeaseLost", err)
+		}
+	})
+}
+
+// Keepalive renews every TTL/3 and keeps the lease alive indefinitely;
+// Release stops it synchronously.
+func TestKeepaliveInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &blackhole{Backend: mem.New()}
+		c := sema.New(b)
+		l, err := c.Mutex("job").Acquire(t.Context(), sema.WithTTL(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		if n := b.renews.Load(); n != 10 {
+			t.Errorf("%d renewals in 10 s with TTL 3 s, want 10", n)
+		}
+		if l.Err() != nil {
+			t.Fatalf("lease ended: %v", l.Err())
+		}
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		n := b.renews.Load()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if b.renews.Load() != n {
+			t.Fatal("renewal after Release")
+		}
+		if !errors.Is(l.Err(), sema.ErrReleased) {
+			t.Fatalf("Err = %v", l.Err())
+		}
+	})
+}
+
+// A renewal that hangs does not keep Release waiting: Release cancels it.
+func TestReleaseCancelsHungRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &blackhole{Backend: mem.New()}
+		c := sema.New(b)
+		l, err := c.Mutex("job").Acquire(t.Context(), sema.WithTTL(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.hang.Store(true)
+		time.Sleep(10*time.Second + time.Millisecond) // a renewal is now in flight
+		synctest.Wait()
+		start := time.Now()
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("Release waited %v for the hung renewal", d)
+		}
+	})
+}
+
+func TestMaxHoldStopsRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &blackhole{Backend: mem.New()}
+		c := sema.New(b)
+		l, err := c.Mutex("job").Acquire(t.Context(), sema.WithTTL(3*time.Second), sema.WithMaxHold(7*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-l.Done()
+		if !errors.Is(l.Err(), sema.ErrMaxHold) {
+			t.Fatalf("Err = %v", l.Err())
+		}
+		// Renewal stopped: the backend frees it one TTL after the last renewal.
+		l2, err := c.Mutex("job").Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(l.AcquiredAt()); el < 7*time.Second || el > 10*time.Second {
+			t.Errorf("re-granted %v after the first grant, want between MaxHold and MaxHold+TTL", el)
+		}
+		_ = l2.Release(context.Background())
+	})
+}
+
+// Release works with an already-cancelled caller context.
+func TestReleaseWithCancelledContext(t *testing.T) {
+	c := sema.New(mem.New())
+	l, err := c.Mutex("x").Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release with cancelled ctx: %v", err)
+	}
+	if _, err := c.Mutex("x").TryAcquire(context.Background()); err != nil {
+		t.Fatalf("still held after Release: %v", err)
+	}
+}
+
+// Do reports a lease lost while fn ran, even if fn itself succeeded.
+func TestDoReportsLoss(t *testing.T) {
+	b := mem.New()
+	c := sema.New(b)
+	err := c.Do(context.Background(), "x", func(ctx context.Context) error {
+		if _, err := c.ForceRelease(context.Background(), "x", ""); err != nil {
+			return err
+		}
+		<-ctx.Done() // the next keepalive renewal (TTL/3) notices the loss
+		return nil
+	}, sema.WithTTL(300*time.Millisecond))
+	if !errors.Is(err, sema.ErrForceReleased) || !errors.Is(err, sema.ErrLeaseLost) {
+		t.Fatalf("Do = %v, want ErrForceReleased", err)
+	}
+}
+
+func TestClosedClient(t *testing.T) {
+	c := sema.New(mem.New())
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Mutex("x").Acquire(context.Background()); !errors.Is(err, sema.ErrClosed) {
+		t.Fatalf("Acquire after Close = %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+}
+
+func TestHeldErrorMessage(t *testing.T) {
+	c := sema.New(mem.New())
+	l, _ := c.Semaphore("db", 2).Acquire(context.Background(), sema.WithOwner("alice"), sema.WithWeight(2))
+	defer l.Release(context.Background())
+	_, err := c.Semaphore("db", 2).TryAcquire(context.Background())
+	want := `sema: not acquired: "db" held (2/2) by "alice" (token 1)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant  %s", err, want)
+	}
+}
+
+func FuzzValidateName(f *testing.F) {
+	for _, s := range []string{"a", "", "a/b", "../../etc/passwd", "\x00", "é", "\xff", "a\u0085b", string(make([]byte, 256))} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		err := sema.ValidateName(name)
+		if err != nil && !errors.Is(err, sema.ErrInvalidName) {
+			t.Fatalf("error %v does not wrap ErrInvalidName", err)
+		}
+		if err == nil {
+			if len(name) == 0 || len(name) > sema.MaxNameLen {
+				t.Fatalf("accepted %d bytes", len(name))
+			}
+			for _, r := range name {
+				if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0xfffd {
+					t.Fatalf("accepted control or invalid rune %U in %q", r, name)
+				}
+			}
+		}
+	})
+}
