@@ -143,7 +143,7 @@ func (b *Backend) armExpiry(name string, e *entry, now time.Time) {
 			first = h.expires
 		}
 	}
-	d := first.Sub(now) + time.Millisecond
+	d := first.Sub(now)
 	if e.timer == nil {
 		e.timer = time.AfterFunc(d, func() { b.onExpiry(name, e) })
 	} else {
