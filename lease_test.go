@@ -225,3 +225,22 @@ func FuzzValidateName(f *testing.F) {
 		}
 	})
 }
+
+func FuzzRequestValidate(f *testing.F) {
+	f.Add("name", "ABCDEFGH", "owner", int64(1), int64(1), int64(time.Second))
+	f.Add("../x", "a/b", "", int64(0), int64(-1), int64(0))
+	f.Add("n", "id", "id", int64(3), int64(4), int64(time.Hour*1000))
+	f.Fuzz(func(t *testing.T, name, id, owner string, limit, weight, ttl int64) {
+		r := sema.Request{Name: name, ID: id, Owner: owner, Limit: limit, Weight: weight, TTL: time.Duration(ttl)}
+		err := r.Validate()
+		if err == nil {
+			if limit < 1 || weight < 1 || weight > limit || r.TTL < sema.MinTTL || r.TTL > sema.MaxTTL || id == "" || id == owner {
+				t.Fatalf("accepted %+v", r)
+			}
+			return
+		}
+		if !errors.Is(err, sema.ErrInvalidName) && !errors.Is(err, sema.ErrInvalidArgument) {
+			t.Fatalf("error %v wraps no sentinel", err)
+		}
+	})
+}

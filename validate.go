@@ -95,13 +95,20 @@ func ValidateID(id string) error {
 		return fmt.Errorf("%w: lease id must be 1-%d bytes", ErrInvalidArgument, MaxIDLen)
 	}
 	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return fmt.Errorf("%w: lease id has byte %q; only [A-Za-z0-9_-] allowed", ErrInvalidArgument, c)
+		if !idByte[id[i]] {
+			return fmt.Errorf("%w: lease id has byte %q; only [A-Za-z0-9_-] allowed", ErrInvalidArgument, id[i])
 		}
 	}
 	return nil
 }
+
+// idByte marks the bytes allowed in a lease ID.
+var idByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+	}
+	return t
+}()
 
 // Validate checks every field of a request. Backends call it first.
 func (r *Request) Validate() error {
