@@ -39,6 +39,11 @@ var (
 	// with an error that says nothing about the lease.
 	ErrUnavailable = errors.New("sema: backend unavailable")
 
+	// ErrPermission means the backend refused the caller: a missing or
+	// wrong credential, or a lease that belongs to someone else. Retrying
+	// does not help.
+	ErrPermission = errors.New("sema: permission denied")
+
 	// ErrClosed means the client or backend was closed.
 	ErrClosed = errors.New("sema: closed")
 

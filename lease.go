@@ -214,7 +214,7 @@ func retry(ctx context.Context, op func() error) error {
 
 // transient reports whether err says nothing definite about the lease.
 func transient(err error) bool {
-	for _, s := range []error{ErrLeaseLost, ErrNotHeld, ErrClosed, ErrInvalidArgument, ErrInvalidName, ErrLimitMismatch, ErrNotAcquired} {
+	for _, s := range []error{ErrLeaseLost, ErrNotHeld, ErrClosed, ErrPermission, ErrInvalidArgument, ErrInvalidName, ErrLimitMismatch, ErrNotAcquired} {
 		if errors.Is(err, s) {
 			return false
 		}
