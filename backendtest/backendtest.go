@@ -38,7 +38,9 @@ type Config struct {
 	// again), as another process would have. The suite closes it. Default:
 	// b itself is shared.
 	Peer func(t *testing.T, b sema.Backend) sema.Backend
-	// TTL is the short lease TTL the expiry tests use (default 400ms).
+	// TTL is the short lease TTL the expiry tests use (default 1s: its
+	// safety margin, TTL/5, must absorb scheduling stalls of a loaded
+	// machine).
 	// Backends with coarse expiry (whole seconds) set it higher.
 	TTL time.Duration
 	// Reopen, if set, closes b and opens the same store again, as after a
@@ -53,7 +55,7 @@ func Run(t *testing.T, cfg Config) {
 		t.Fatal("backendtest: Config.New is nil")
 	}
 	if cfg.TTL == 0 {
-		cfg.TTL = 400 * time.Millisecond
+		cfg.TTL = time.Second
 	}
 	tests := []struct {
 		name string

@@ -1,0 +1,215 @@
+package file
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/sema-dev/sema"
+	"golang.org/x/sys/unix"
+)
+
+// nameFile is this backend's open state file of one name. Goroutines of the
+// backend share it: lk orders them (they share one open file, whose OFD
+// locks do not exclude each other), the state lock orders processes.
+type nameFile struct {
+	b    *Backend
+	name string
+	path string
+	f    *os.File
+	rc   syscall.RawConn
+	lk   chan struct{} // local mutex, taken with a context
+	kick chan struct{} // wakes the pump
+	lock *stateLock    // the state lock; used under lk
+	drop func(bool)    // nf.abandon, bound once
+
+	// Guarded by lk.
+	slot     int64  // liveness slot held by f; -1 until taken
+	nonce    uint64 // random, tells our entries from a dead previous owner's of the slot
+	gen      uint64 // generation of the record last read or written
+	cache    *state // the state as of gen, when we know it
+	cacheHdr header
+	dirty    bool               // the state was changed in this step
+	wrote    bool               // and written
+	buf      []byte             // encoding buffer
+	rbuf     []byte             // reading buffer
+	leases   map[string]lease   // leases of this backend, vouched for by slot
+	waiting  map[string]*waiter // Acquire calls of this backend that wait
+	pumping  bool               // the pump goroutine runs
+	inPump   bool               // the pump is in its step
+	orphans  bool               // the file may hold entries of ours nobody uses
+	nextWake time.Time          // when the pump re-reads the state
+	wd       int                // inotify watch descriptor; -1 if none
+	noWatch  bool               // no inotify for this file: poll
+
+	// Guarded by b.mu.
+	refs      int
+	idleSince time.Time
+}
+
+// lease is what a backend remembers of its own leases, to re-register them
+// if the state file is found damaged.
+type lease struct {
+	rec   holderRec
+	limit int64
+}
+
+func newNameFile(b *Backend, name string, f *os.File) (*nameFile, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	nf := &nameFile{
+		b: b, name: name, path: f.Name(), f: f, rc: rc,
+		lk: make(chan struct{}, 1), kick: make(chan struct{}, 1), lock: newStateLock(rc, unix.LOCK_EX),
+		slot: -1, wd: -1,
+		leases: make(map[string]lease), waiting: make(map[string]*waiter),
+	}
+	nf.drop = nf.abandon
+	return nf, nil
+}
+
+// lockLocal takes lk, or fails when ctx is done.
+func (nf *nameFile) lockLocal(ctx context.Context) error {
+	select {
+	case nf.lk <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case nf.lk <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (nf *nameFile) unlockLocal() { <-nf.lk }
+
+// begin starts an atomic step: lk, then the state lock.
+func (nf *nameFile) begin(ctx context.Context) error {
+	if err := nf.lockLocal(ctx); err != nil {
+		return err
+	}
+	if nf.b.isClosed() {
+		nf.unlockLocal()
+		return sema.ErrClosed
+	}
+	abandoned, err := lockCtx(ctx, nf.lock, nf.drop)
+	if err != nil {
+		if !abandoned {
+			nf.unlockLocal()
+		}
+		return nf.ioErr("lock", err)
+	}
+	nf.dirty, nf.wrote = false, false
+	return nil
+}
+
+// end finishes a step begun by begin.
+func (nf *nameFile) end() {
+	if nf.dirty && !nf.wrote {
+		nf.cache = nil // changed in memory only: forget it
+	}
+	nf.lock.unlock()
+	nf.unlockLocal()
+}
+
+// abandon ends a wait for the state lock that begin gave up on: lk stayed
+// held until the kernel answered.
+func (nf *nameFile) abandon(acquired bool) {
+	if acquired {
+		nf.lock.unlock()
+	}
+	nf.unlockLocal()
+}
+
+// ioErr wraps a failure to use the file.
+func (nf *nameFile) ioErr(op string, err error) error {
+	if nf.b.isClosed() {
+		return fmt.Errorf("file: %s %q: %w", op, nf.name, sema.ErrClosed)
+	}
+	if ctxErr(err) {
+		return err
+	}
+	return fmt.Errorf("file: %s %q: %w: %w", op, nf.name, sema.ErrUnavailable, err)
+}
+
+func ctxErr(err error) bool {
+	return err == context.Canceled || err == context.DeadlineExceeded
+}
+
+// takeSlot finds a free liveness slot and locks it. Called with the state
+// lock held, so the entries of a dead previous owner of the slot are purged
+// (by nonce) before anyone could mistake them for ours.
+func (nf *nameFile) takeSlot() error {
+	for s := int64(0); s < maxSlots; s++ {
+		ok, err := tryLock(nf.rc, unix.F_WRLCK, slotBase+s)
+		if err != nil {
+			return nf.ioErr("take liveness slot", err)
+		}
+		if ok {
+			var n [8]byte
+			rand.Read(n[:])
+			nf.slot, nf.nonce = s, binary.LittleEndian.Uint64(n[:])|1
+			return nil
+		}
+	}
+	return fmt.Errorf("file: %q: %w: all %d liveness slots are taken", nf.name, sema.ErrUnavailable, maxSlots)
+}
+
+// ours reports whether an entry is vouched for by this open file.
+func (nf *nameFile) ours(slot uint32, nonce uint64) bool {
+	return int64(slot) == nf.slot && nonce == nf.nonce
+}
+
+// write stores st as the next generation.
+func (nf *nameFile) write(st *state) error {
+	buf, err := appendRecord(nf.buf[:0], nf.gen+1, st)
+	nf.buf = buf
+	if err != nil {
+		return fmt.Errorf("file: write %q: %w: %w", nf.name, sema.ErrUnavailable, err)
+	}
+	if _, err := nf.f.WriteAt(buf, 0); err != nil {
+		return nf.ioErr("write", err)
+	}
+	if nf.b.cfg.Sync {
+		if err := nf.f.Sync(); err != nil {
+			return nf.ioErr("sync", err)
+		}
+	}
+	nf.gen++
+	nf.cacheHdr, _ = parseHeader(buf)
+	nf.cache, nf.wrote = st, true
+	return nil
+}
+
+// closeIfIdle closes the file if this backend neither holds a live lease on
+// it nor waits for it. Called with b.mu held.
+func (nf *nameFile) closeIfIdle(now time.Time) bool {
+	select {
+	case nf.lk <- struct{}{}:
+	default:
+		return false
+	}
+	defer nf.unlockLocal()
+	for id, l := range nf.leases {
+		if now.UnixNano() < l.rec.Expires {
+			return false
+		}
+		delete(nf.leases, id)
+	}
+	if nf.pumping || len(nf.waiting) > 0 {
+		return false
+	}
+	if nf.wd >= 0 && nf.b.watch != nil { // b.mu is held: not via removeWatch
+		nf.b.watch.remove(nf.wd)
+		nf.wd = -1
+	}
+	nf.f.Close()
+	return true
+}

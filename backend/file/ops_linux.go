@@ -1,0 +1,265 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/sema-dev/sema"
+)
+
+// TryAcquire grants the request if its permits are free and nobody is
+// queued; otherwise it returns a *sema.HeldError. It never waits for
+// permits (it may wait briefly for the state lock, bounded by ctx).
+func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant, error) {
+	if err := req.Validate(); err != nil {
+		return sema.Grant{}, err
+	}
+	nf, err := b.ref(req.Name, true)
+	if err != nil {
+		return sema.Grant{}, err
+	}
+	defer b.unref(nf)
+	if err := nf.begin(ctx); err != nil {
+		return sema.Grant{}, err
+	}
+	defer nf.end()
+	now := time.Now()
+	st, err := nf.load(now)
+	if err != nil {
+		return sema.Grant{}, err
+	}
+	if i := st.holder(req.ID); i >= 0 { // a retry of a granted request
+		return st.grantOf(&st.Holders[i]), nf.commit(st, now)
+	}
+	switch {
+	case st.waiter(req.ID) >= 0:
+		err = st.heldError()
+	default:
+		err = nf.checkLimit(st, req.Limit)
+		if errors.Is(err, errLimitUnknown) || err == nil && (len(st.Waiters) > 0 || !st.fits(req.Weight)) {
+			err = st.heldError()
+		}
+	}
+	if err != nil {
+		if cerr := nf.commit(st, now); cerr != nil {
+			return sema.Grant{}, cerr
+		}
+		return sema.Grant{}, err
+	}
+	return nf.grantNow(st, &req, now)
+}
+
+// Acquire waits in the name's FIFO queue, shared by all processes, until
+// the request is granted or ctx is done.
+func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, error) {
+	if err := req.Validate(); err != nil {
+		return sema.Grant{}, err
+	}
+	nf, err := b.ref(req.Name, true)
+	if err != nil {
+		return sema.Grant{}, err
+	}
+	defer b.unref(nf)
+	if err := nf.begin(ctx); err != nil {
+		return sema.Grant{}, notAcquired(ctx, err)
+	}
+	now := time.Now() // also the start of any wait: a later start is the safe side
+	st, err := nf.load(now)
+	if err != nil {
+		nf.end()
+		return sema.Grant{}, err
+	}
+	if i := st.holder(req.ID); i >= 0 {
+		g := st.grantOf(&st.Holders[i])
+		err := nf.commit(st, now)
+		nf.end()
+		return g, err
+	}
+	if st.waiter(req.ID) >= 0 || nf.waiting[req.ID] != nil {
+		nf.end()
+		return sema.Grant{}, fmt.Errorf("file: acquire %q: %w: lease id %q is already queued", req.Name, sema.ErrInvalidArgument, req.ID)
+	}
+	lerr := nf.checkLimit(st, req.Limit)
+	if lerr != nil && !errors.Is(lerr, errLimitUnknown) {
+		cerr := nf.commit(st, now)
+		nf.end()
+		return sema.Grant{}, errors.Join(lerr, cerr)
+	}
+	if lerr == nil && len(st.Waiters) == 0 && st.fits(req.Weight) {
+		g, err := nf.grantNow(st, &req, now)
+		nf.end()
+		return g, err
+	}
+	w := &waiter{req: req, start: now, since: now.UnixNano(), ch: make(chan result, 1)}
+	nf.waiting[req.ID] = w
+	if lerr == nil {
+		nf.enqueue(st, w)
+	} // else the pump queues it once a repair completes (requeueLost)
+	if err := nf.commit(st, now); err != nil {
+		delete(nf.waiting, req.ID)
+		nf.orphans = true
+		nf.end()
+		return sema.Grant{}, err
+	}
+	nf.startPump()
+	nf.end()
+	select {
+	case r := <-w.ch:
+		return r.g, r.err
+	case <-ctx.Done():
+		return sema.Grant{}, nf.cancelWait(ctx, w)
+	case <-b.done:
+		return sema.Grant{}, fmt.Errorf("file: acquire %q: %w", req.Name, sema.ErrClosed)
+	}
+}
+
+func notAcquired(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", sema.ErrNotAcquired, context.Cause(ctx))
+	}
+	return err
+}
+
+// errLimitUnknown: a repair left phantoms and no lease has re-registered
+// the limit yet. Requests wait outside the queue until one does.
+var errLimitUnknown = errors.New("limit unknown until a repair completes")
+
+// checkLimit adopts limit if nobody holds or waits, else insists on it.
+func (nf *nameFile) checkLimit(st *state, limit int64) error {
+	if st.Limit == limit {
+		return nil
+	}
+	if st.Limit == 0 && st.hasPhantom() {
+		return errLimitUnknown
+	}
+	if st.Limit != 0 && !st.idle() {
+		return fmt.Errorf("file: %q has limit %d, asked %d: %w", st.Name, st.Limit, limit, sema.ErrLimitMismatch)
+	}
+	st.Limit = limit
+	nf.dirty = true
+	return nil
+}
+
+// grantNow grants req to this backend, commits and returns the grant.
+func (nf *nameFile) grantNow(st *state, req *sema.Request, now time.Time) (sema.Grant, error) {
+	ns := now.UnixNano()
+	st.Holders = append(st.Holders, holderRec{
+		ID: req.ID, Owner: req.Owner, Host: req.Host, PID: pid32(req.PID), Token: st.nextToken(),
+		Weight: req.Weight, Acquired: ns, Renewed: ns, Expires: ns + int64(req.TTL),
+		Slot: uint32(nf.slot), Nonce: nf.nonce,
+	})
+	h := st.Holders[len(st.Holders)-1]
+	nf.dirty = true
+	if err := nf.commit(st, now); err != nil {
+		return sema.Grant{}, err
+	}
+	nf.leases[h.ID] = lease{rec: h, limit: st.Limit}
+	return st.grantOf(&h), nil
+}
+
+func pid32(pid int) uint32 {
+	if pid < 0 || pid > math.MaxUint32 {
+		return 0
+	}
+	return uint32(pid)
+}
+
+// enqueue appends w to the queue.
+func (nf *nameFile) enqueue(st *state, w *waiter) {
+	st.Ticket++
+	st.Waiters = append(st.Waiters, waiterRec{
+		Ticket: st.Ticket, ID: w.req.ID, Owner: w.req.Owner, Host: w.req.Host, PID: pid32(w.req.PID),
+		Weight: w.req.Weight, TTL: int64(w.req.TTL), Since: w.since, Slot: uint32(nf.slot), Nonce: nf.nonce,
+	})
+	nf.dirty = true
+}
+
+// Renew extends the live lease id of name to ttl from now.
+func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration) (sema.Grant, error) {
+	if err := sema.ValidateTTL(ttl); err != nil {
+		return sema.Grant{}, err
+	}
+	if err := sema.ValidateName(name); err != nil {
+		return sema.Grant{}, err
+	}
+	nf, err := b.ref(name, false)
+	if errors.Is(err, errNoFile) {
+		return sema.Grant{}, fmt.Errorf("file: renew %q: %w", name, sema.ErrLeaseLost)
+	} else if err != nil {
+		return sema.Grant{}, err
+	}
+	defer b.unref(nf)
+	if err := nf.begin(ctx); err != nil {
+		return sema.Grant{}, err
+	}
+	defer nf.end()
+	now := time.Now()
+	st, err := nf.load(now)
+	if err != nil {
+		return sema.Grant{}, err
+	}
+	i := st.holder(id)
+	if i < 0 {
+		delete(nf.leases, id)
+		if err := nf.commit(st, now); err != nil {
+			return sema.Grant{}, err
+		}
+		if st.revoked(id) {
+			return sema.Grant{}, fmt.Errorf("file: renew %q: %w", name, sema.ErrForceReleased)
+		}
+		return sema.Grant{}, fmt.Errorf("file: renew %q: %w", name, sema.ErrLeaseLost)
+	}
+	h := &st.Holders[i]
+	h.Renewed, h.Expires = now.UnixNano(), now.UnixNano()+int64(ttl)
+	rec := *h
+	nf.dirty = true
+	if err := nf.commit(st, now); err != nil {
+		return sema.Grant{}, err
+	}
+	if l, ok := nf.leases[id]; ok {
+		l.rec = rec
+		nf.leases[id] = l
+	}
+	return st.grantOf(&rec), nil
+}
+
+// Release frees the lease id of name. An unknown or expired id returns an
+// error wrapping sema.ErrNotHeld and changes nothing.
+func (b *Backend) Release(ctx context.Context, name, id string) error {
+	if err := sema.ValidateName(name); err != nil {
+		return err
+	}
+	nf, err := b.ref(name, false)
+	if errors.Is(err, errNoFile) {
+		return fmt.Errorf("file: release %q: %w", name, sema.ErrNotHeld)
+	} else if err != nil {
+		return err
+	}
+	defer b.unref(nf)
+	if err := nf.begin(ctx); err != nil {
+		return err
+	}
+	defer nf.end()
+	now := time.Now()
+	st, err := nf.load(now)
+	if err != nil {
+		return err
+	}
+	i := st.holder(id)
+	if i >= 0 {
+		st.Holders = slices.Delete(st.Holders, i, i+1)
+		nf.dirty = true
+		delete(nf.leases, id)
+	}
+	if err := nf.commit(st, now); err != nil {
+		return err
+	}
+	if i < 0 {
+		return fmt.Errorf("file: release %q: %w", name, sema.ErrNotHeld)
+	}
+	return nil
+}

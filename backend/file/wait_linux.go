@@ -1,0 +1,287 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sema-dev/sema"
+)
+
+// waiter is an Acquire call of this backend queued in a state file.
+type waiter struct {
+	req   sema.Request
+	start time.Time // when Acquire was called (monotonic)
+	since int64     // when it was queued (wall clock, Unix ns)
+	ch    chan result
+}
+
+type result struct {
+	g   sema.Grant
+	err error
+}
+
+// cleanupTimeout bounds the removal of a cancelled waiter from the queue.
+const cleanupTimeout = 5 * time.Second
+
+// commit finishes a step: grants queued requests that now fit, writes the
+// state if it changed, hands grants to this backend's waiters, and keeps
+// the event sources (inotify watch, pump timer) in line with the queue.
+func (nf *nameFile) commit(st *state, now time.Time) error {
+	if len(st.grantQueue(now.UnixNano())) > 0 {
+		nf.dirty = true
+	}
+	if nf.dirty {
+		if err := nf.write(st); err != nil {
+			return err
+		}
+	}
+	nf.dispatch(st)
+	nf.watchIfNeeded(st)
+	nf.scheduleWake(st, now)
+	return nil
+}
+
+// dispatch delivers the grants of our waiters found among the holders,
+// whether this step or another process granted them.
+func (nf *nameFile) dispatch(st *state) {
+	if len(nf.waiting) == 0 {
+		return
+	}
+	for i := range st.Holders {
+		h := &st.Holders[i]
+		w := nf.waiting[h.ID]
+		if w == nil || !nf.ours(h.Slot, h.Nonce) {
+			continue
+		}
+		delete(nf.waiting, h.ID)
+		nf.leases[h.ID] = lease{rec: *h, limit: st.Limit}
+		g := st.grantOf(h)
+		// The grant happened no earlier than since+Waited: the core's
+		// local deadline counts from there.
+		g.Waited = min(max(time.Duration(h.Acquired-w.since), 0), time.Since(w.start))
+		w.ch <- result{g: g}
+	}
+}
+
+// fail ends a waiter with err; its entry goes at the next step.
+func (nf *nameFile) fail(w *waiter, err error) {
+	delete(nf.waiting, w.req.ID)
+	nf.orphans = true
+	w.ch <- result{err: err}
+}
+
+// hasForeign reports whether the state has entries of other open files:
+// only their changes need inotify; our own come with a direct hand-off.
+func (nf *nameFile) hasForeign(st *state) bool {
+	for i := range st.Holders {
+		if !nf.ours(st.Holders[i].Slot, st.Holders[i].Nonce) {
+			return true
+		}
+	}
+	for i := range st.Waiters {
+		if !nf.ours(st.Waiters[i].Slot, st.Waiters[i].Nonce) {
+			return true
+		}
+	}
+	return false
+}
+
+// watchIfNeeded keeps an inotify watch on the file while we wait and other
+// processes take part. It runs under the state lock, so no change by
+// another process can slip in between the check and the watch.
+func (nf *nameFile) watchIfNeeded(st *state) {
+	need := len(nf.waiting) > 0 && nf.hasForeign(st)
+	switch {
+	case need && nf.wd < 0 && !nf.noWatch:
+		wd, err := nf.b.addWatch(nf)
+		if err != nil {
+			nf.noWatch = true
+			nf.b.log.Warn("file: no inotify watch; waiters poll", "name", nf.name, "every", nf.b.cfg.Poll, "err", err)
+			return
+		}
+		nf.wd = wd
+	case !need && nf.wd >= 0:
+		nf.unwatch()
+	}
+}
+
+func (nf *nameFile) unwatch() {
+	if nf.wd >= 0 {
+		nf.b.removeWatch(nf.wd)
+		nf.wd = -1
+	}
+}
+
+// scheduleWake sets when the pump next re-reads the state without an
+// event: at the earliest lease expiry, or after Recheck (Poll without
+// inotify) as a guard against a lost event.
+func (nf *nameFile) scheduleWake(st *state, now time.Time) {
+	if len(nf.waiting) == 0 {
+		return
+	}
+	d := nf.b.cfg.Recheck
+	if nf.noWatch && nf.hasForeign(st) {
+		d = nf.b.cfg.Poll
+	}
+	if e := st.earliestExpiry(); e != 0 {
+		d = max(min(d, time.Duration(e-now.UnixNano())+time.Millisecond), 0)
+	}
+	next := now.Add(d)
+	if !nf.pumping || nf.inPump || next.Before(nf.nextWake) {
+		nf.nextWake = next
+		if nf.pumping && !nf.inPump {
+			nf.poke() // the pump re-arms its timer
+		}
+	}
+}
+
+// poke wakes the pump.
+func (nf *nameFile) poke() {
+	select {
+	case nf.kick <- struct{}{}:
+	default:
+	}
+}
+
+// startPump starts the goroutine that re-reads the state on events while
+// this backend has waiters on the name.
+func (nf *nameFile) startPump() {
+	if nf.pumping || len(nf.waiting) == 0 {
+		return
+	}
+	nf.pumping = true
+	go nf.pump(time.Until(nf.nextWake))
+}
+
+func (nf *nameFile) pump(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-nf.kick:
+		case <-t.C:
+		case <-nf.b.done:
+			return
+		}
+		next, ok := nf.process()
+		if !ok {
+			return
+		}
+		t.Reset(time.Until(next))
+	}
+}
+
+// process is one pump step; false when the pump should stop.
+func (nf *nameFile) process() (time.Time, bool) {
+	if err := nf.begin(context.Background()); err != nil {
+		return time.Time{}, false // closed
+	}
+	defer nf.end()
+	if len(nf.waiting) == 0 {
+		nf.pumping = false
+		nf.unwatch()
+		return time.Time{}, false
+	}
+	now := time.Now()
+	st, err := nf.load(now)
+	if err == nil {
+		nf.requeueLost(st)
+		nf.inPump = true
+		err = nf.commit(st, now)
+		nf.inPump = false
+	}
+	if err != nil {
+		// The waiters get the error (sema.ErrUnavailable, or the version of
+		// a file from a newer sema) rather than a silent retry loop.
+		for _, w := range nf.waiting {
+			nf.fail(w, err)
+		}
+	}
+	if len(nf.waiting) == 0 {
+		nf.pumping = false
+		nf.unwatch()
+		return time.Time{}, false
+	}
+	return nf.nextWake, true
+}
+
+// requeueLost queues again our waiters that are neither queued nor granted
+// in the state: after a repair, or a grant that expired before we saw it.
+// In arrival order; not while the limit is unknown.
+func (nf *nameFile) requeueLost(st *state) {
+	ws := make([]*waiter, 0, len(nf.waiting))
+	for _, w := range nf.waiting {
+		if st.holder(w.req.ID) < 0 && st.waiter(w.req.ID) < 0 {
+			ws = append(ws, w)
+		}
+	}
+	slices.SortFunc(ws, func(a, b *waiter) int { return a.start.Compare(b.start) })
+	for _, w := range ws {
+		switch err := nf.checkLimit(st, w.req.Limit); {
+		case errors.Is(err, errLimitUnknown):
+			return
+		case err != nil:
+			nf.fail(w, err)
+		default:
+			nf.enqueue(st, w)
+		}
+	}
+}
+
+// cancelWait takes a waiter whose ctx ended out of the queue, or gives its
+// permits back if it was granted meanwhile.
+func (nf *nameFile) cancelWait(ctx context.Context, w *waiter) error {
+	err := fmt.Errorf("file: acquire %q: %w: %w", nf.name, sema.ErrNotAcquired, context.Cause(ctx))
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if e := nf.begin(cctx); e != nil {
+		if !nf.b.isClosed() {
+			// The state lock is stuck (a process hung inside a step): leave
+			// the queue whenever it comes free.
+			go nf.leaveLater(w)
+		}
+		return err
+	}
+	defer nf.end()
+	nf.leave(w)
+	return err
+}
+
+// leaveLater removes a given-up waiter once the state lock comes free.
+func (nf *nameFile) leaveLater(w *waiter) {
+	if nf.begin(context.Background()) == nil {
+		nf.leave(w)
+		nf.end()
+	}
+}
+
+// leave takes w out of the queue, or gives back the permits it was granted
+// meanwhile.
+func (nf *nameFile) leave(w *waiter) {
+	delete(nf.waiting, w.req.ID)
+	select {
+	case <-w.ch: // granted (or failed) just now: the holder entry goes below
+	default:
+	}
+	delete(nf.leases, w.req.ID)
+	nf.orphans = true // if this step fails, the next one drops the entry
+	now := time.Now()
+	st, err := nf.load(now)
+	if err != nil {
+		return
+	}
+	if i := st.waiter(w.req.ID); i >= 0 {
+		st.Waiters = append(st.Waiters[:i:i], st.Waiters[i+1:]...)
+		nf.dirty = true
+	}
+	if i := st.holder(w.req.ID); i >= 0 {
+		st.Holders = append(st.Holders[:i:i], st.Holders[i+1:]...)
+		nf.dirty = true
+	}
+	if err := nf.commit(st, now); err != nil {
+		nf.b.log.Warn("file: could not leave the queue", "name", nf.name, "lease", w.req.ID, "err", err)
+	}
+}
