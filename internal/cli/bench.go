@@ -3,14 +3,39 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 )
 
-// benchCmd is a placeholder until its issue lands.
+// benchCmd dispatches to the benchmark scenarios.
 var benchCmd = &command{
 	name:    "bench",
-	summary: "(not yet available)",
-	run: func(_ context.Context, env *Env, _ []string) int {
-		fmt.Fprintln(env.Stderr, "sema bench: not yet available")
+	summary: "run a benchmark scenario (pivot: the PmaControl pivot-file contention)",
+	run: func(ctx context.Context, env *Env, args []string) int {
+		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			benchUsage(env.Stderr)
+			if len(args) == 0 {
+				return ExitUsage
+			}
+			return ExitOK
+		}
+		switch args[0] {
+		case "pivot":
+			return benchPivot(ctx, env, args[1:])
+		}
+		fmt.Fprintf(env.Stderr, "sema bench: unknown scenario %q\n", args[0])
+		benchUsage(env.Stderr)
 		return ExitUsage
 	},
+}
+
+func benchUsage(w io.Writer) {
+	fmt.Fprint(w, `usage: sema bench SCENARIO [flags]
+
+scenarios:
+  pivot   workers update the status of S servers in JSON files under a lock:
+          one global lock+file versus one lock+file per server, on sema and
+          on bare flock(2); prints lock-wait avg and p99 per S
+
+Run 'sema bench SCENARIO -h' for its flags.
+`)
 }

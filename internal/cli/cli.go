@@ -13,14 +13,18 @@ import (
 )
 
 // Exit codes. A child's own exit status passes through `sema run`
-// unchanged; these are sema's own.
+// unchanged (128+N if signal N killed it, as in the shell); these are
+// sema's own.
 const (
 	ExitOK          = 0
-	ExitUsage       = 64 // bad flags or arguments (EX_USAGE)
-	ExitBackend     = 69 // backend unreachable or failing (EX_UNAVAILABLE)
-	ExitNotAcquired = 75 // the lock was held: --no-wait or --wait expired (EX_TEMPFAIL)
-	ExitLeaseLost   = 76 // the lease was lost while the command ran
-	ExitInternal    = 70 // a bug (EX_SOFTWARE)
+	ExitFailure     = 1   // the command ran but found nothing to act on (e.g. release: nothing held)
+	ExitUsage       = 64  // bad flags or arguments (EX_USAGE)
+	ExitBackend     = 69  // backend unreachable or failing (EX_UNAVAILABLE)
+	ExitNotAcquired = 75  // the lock was held: --no-wait or --wait expired (EX_TEMPFAIL)
+	ExitLeaseLost   = 76  // the lease was lost while the command ran
+	ExitInternal    = 70  // a bug (EX_SOFTWARE)
+	ExitCannotExec  = 126 // sema run: the command exists but cannot be executed (as in the shell)
+	ExitNotFound    = 127 // sema run: the command was not found (as in the shell)
 )
 
 // Env is what a command sees of the outside world.
@@ -35,17 +39,26 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, env *Env, args []string) int
+	hidden  bool // internal: not listed by 'sema help'
 }
 
 // commands is the explicit table of subcommands (no init registration).
 func commands() []*command {
-	return []*command{versionCmd, runCmd, lsCmd, statusCmd, releaseCmd, serveCmd, benchCmd}
+	return []*command{versionCmd, runCmd, lsCmd, statusCmd, releaseCmd, serveCmd, benchCmd, superviseCmd}
 }
 
 // Main runs the sema command line with args (without the program name) and
 // returns the exit code.
 func Main(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	for _, s := range forwardedSignals {
+		if signal.Ignored(s) {
+			startIgnored[s] = true
+		}
+	}
+	ctx, stop := context.Background(), func() {}
+	if sigs := catchable(os.Interrupt, syscall.SIGTERM); len(sigs) > 0 {
+		ctx, stop = signal.NotifyContext(ctx, sigs...)
+	}
 	defer stop()
 	env := &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 	return Run(ctx, env, args)
@@ -74,6 +87,9 @@ func usage(w io.Writer) {
 	cs := commands()
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
 	for _, c := range cs {
+		if c.hidden {
+			continue
+		}
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'sema <command> -h' for a command's flags.")

@@ -5,12 +5,19 @@ import (
 	"fmt"
 )
 
-// runCmd is a placeholder until its issue lands.
+// runCmd runs a command while holding permits of a semaphore.
 var runCmd = &command{
 	name:    "run",
-	summary: "(not yet available)",
-	run: func(_ context.Context, env *Env, _ []string) int {
-		fmt.Fprintln(env.Stderr, "sema run: not yet available")
-		return ExitUsage
+	summary: "run a command while holding a lock or semaphore permits",
+	run: func(_ context.Context, env *Env, args []string) int {
+		cfg, help, err := parseRunArgs(args, env.Stderr)
+		if help {
+			return ExitOK
+		}
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "sema run: %s\n", errMessage(err))
+			return ExitUsage
+		}
+		return runFront(env, args, cfg)
 	},
 }

@@ -2,15 +2,206 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/dsn"
+	"github.com/sema-dev/sema/internal/server"
+	"github.com/sema-dev/sema/internal/store"
 )
 
-// serveCmd is a placeholder until its issue lands.
+// Defaults of sema serve.
+const (
+	defaultListen  = "127.0.0.1:7543"
+	shutdownBudget = 30 * time.Second
+)
+
 var serveCmd = &command{
 	name:    "serve",
-	summary: "(not yet available)",
-	run: func(_ context.Context, env *Env, _ []string) int {
-		fmt.Fprintln(env.Stderr, "sema serve: not yet available")
+	summary: "serve the HTTP/JSON API (embedded durable store, or --backend)",
+	run:     runServe,
+}
+
+type serveOptions struct {
+	listen, dataDir, backend   string
+	tlsCert, tlsKey, tokenFile string
+	heartbeat, maxWait         time.Duration
+	snapshotBytes              int64
+	logLevel                   string
+}
+
+func runServe(ctx context.Context, env *Env, args []string) int {
+	var o serveOptions
+	fs := newFlagSet("serve", "sema serve [--listen ADDR] [--data-dir DIR | --backend URL] [flags]", env.Stderr)
+	fs.StringVar(&o.listen, "listen", defaultListen, "`address` to listen on; beyond loopback --token-file is required")
+	fs.StringVar(&o.dataDir, "data-dir", "", "`directory` of the embedded store (default $XDG_STATE_HOME/sema/server or ~/.local/state/sema/server)")
+	fs.StringVar(&o.backend, "backend", "", "serve this backend `URL` instead of the embedded store (no state of its own)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate `file` (PEM); with --tls-key, serve HTTPS")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "TLS private key `file` (PEM)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "`file` of accepted bearer tokens, one \"client|admin TOKEN\" per line")
+	fs.DurationVar(&o.heartbeat, "heartbeat", server.DefaultHeartbeat, "long-poll heartbeat `interval`")
+	fs.DurationVar(&o.maxWait, "max-wait", server.DefaultMaxWait, "cap on an acquire's wait_ms")
+	fs.Int64Var(&o.snapshotBytes, "snapshot-bytes", store.DefaultSnapshotBytes, "log growth (`bytes`) after which the embedded store snapshots and truncates its log")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "sema serve: unexpected argument %q\n", fs.Arg(0))
 		return ExitUsage
-	},
+	}
+	if err := serve(ctx, env, &o); err != nil {
+		fmt.Fprintf(env.Stderr, "sema serve: %s\n", errMessage(err))
+		return exitCodeFor(err)
+	}
+	return ExitOK
+}
+
+func serve(ctx context.Context, env *Env, o *serveOptions) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return usageError("--log-level %q: want debug, info, warn or error", o.logLevel)
+	}
+	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+
+	var tokens []server.Token
+	if o.tokenFile != "" {
+		f, err := os.Open(o.tokenFile)
+		if err != nil {
+			return usageError("--token-file: %v", err)
+		}
+		tokens, err = server.ParseTokens(f)
+		f.Close()
+		if err != nil {
+			return usageError("--token-file %s: %s", o.tokenFile, err)
+		}
+		if len(tokens) == 0 {
+			return usageError("--token-file %s holds no token", o.tokenFile)
+		}
+	}
+	if server.NeedsAuth(o.listen) && len(tokens) == 0 {
+		return usageError("refusing to listen on %s (beyond loopback) without --token-file", o.listen)
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return usageError("--tls-cert and --tls-key go together")
+	}
+	var tlsConf *tls.Config
+	if o.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return usageError("TLS: %v", err)
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if o.snapshotBytes < 4096 {
+		return usageError("--snapshot-bytes must be at least 4096")
+	}
+	if o.backend != "" && o.dataDir != "" {
+		return usageError("--data-dir and --backend exclude each other")
+	}
+
+	b, label, err := openServed(ctx, env, o, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := b.Close(); err != nil {
+			logger.Error("sema serve: closing the store", "err", err)
+		}
+	}()
+	srv, err := server.New(server.Config{Backend: b, Tokens: tokens, Heartbeat: o.heartbeat,
+		MaxWait: o.maxWait, Logger: logger})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w: %w", sema.ErrUnavailable, err)
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		TLSConfig:         tlsConf,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second, // long-polls extend their own deadlines
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          log.New(&slogWriter{logger}, "", 0),
+	}
+	hs.RegisterOnShutdown(srv.Close)
+	scheme := "http"
+	if tlsConf != nil {
+		scheme = "https"
+		ln = tls.NewListener(ln, tlsConf)
+	}
+	logger.Info("sema serve: listening", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(),
+		"auth", len(tokens) > 0, "store", label)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w: %w", sema.ErrUnavailable, err)
+	case <-ctx.Done():
+	}
+	logger.Info("sema serve: shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		logger.Warn("sema serve: connections still open at shutdown", "err", err)
+		hs.Close()
+	}
+	return nil
+}
+
+// openServed opens the backend to serve, the embedded store or --backend,
+// and says which for the log.
+func openServed(ctx context.Context, env *Env, o *serveOptions, logger *slog.Logger) (sema.Backend, string, error) {
+	if o.backend != "" {
+		label := dsn.Redact(o.backend)
+		b, err := dsn.Open(ctx, o.backend)
+		if err != nil {
+			return nil, "", fmt.Errorf("--backend %s: %w", label, err)
+		}
+		return b, label, nil
+	}
+	dir := o.dataDir
+	if dir == "" {
+		var err error
+		if dir, err = defaultDataDir(env); err != nil {
+			return nil, "", err
+		}
+	}
+	st, err := store.Open(store.Config{Dir: dir, Logger: logger, SnapshotBytes: o.snapshotBytes})
+	return st, dir, err
+}
+
+// defaultDataDir is $XDG_STATE_HOME/sema/server, else
+// ~/.local/state/sema/server.
+func defaultDataDir(env *Env) (string, error) {
+	if d := env.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "sema", "server"), nil
+	}
+	home := env.Getenv("HOME")
+	if home == "" {
+		return "", usageError("no $HOME or $XDG_STATE_HOME: give --data-dir")
+	}
+	return filepath.Join(home, ".local", "state", "sema", "server"), nil
+}
+
+// slogWriter sends net/http's own log lines (TLS handshake errors and the
+// like) to slog at debug level.
+type slogWriter struct{ l *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	w.l.Debug("sema serve: http", "msg", strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -8,23 +8,54 @@ import (
 	"strings"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/backend/file"
 	"github.com/sema-dev/sema/backend/mem"
+	"github.com/sema-dev/sema/backend/remote"
 )
 
 // Schemes lists the URL schemes Open understands.
-var Schemes = []string{"mem"}
+var Schemes = []string{"mem", "file", "http", "https"}
 
 // Open returns the backend named by rawURL:
 //
 //	mem://                 in-process memory (one process)
-func Open(ctx context.Context, rawURL string) (sema.Backend, error) {
+//	file:///abs/dir        state files in a local directory (processes of one host)
+//	http(s)://host:port    a sema server (`sema serve`); token: WithToken
+func Open(ctx context.Context, rawURL string, opts ...Option) (sema.Backend, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: backend url: %v", sema.ErrInvalidArgument, err)
+		// url.Error quotes the whole URL, password included: say less.
+		return nil, fmt.Errorf("%w: backend url is not a valid URL", sema.ErrInvalidArgument)
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "mem", "memory":
 		return mem.New(), nil
+	case "file":
+		switch {
+		case u.Host != "" || u.User != nil:
+			return nil, fmt.Errorf("%w: backend url %q: file:// takes no host (%q); write file:///abs/dir, with three slashes",
+				sema.ErrInvalidArgument, Redact(rawURL), u.Host)
+		case u.Opaque != "" || !strings.HasPrefix(u.Path, "/"):
+			return nil, fmt.Errorf("%w: backend url %q: the directory must be an absolute path, as in file:///var/lib/sema",
+				sema.ErrInvalidArgument, Redact(rawURL))
+		case u.RawQuery != "" || u.Fragment != "":
+			return nil, fmt.Errorf("%w: backend url %q: file:// takes no query or fragment", sema.ErrInvalidArgument, Redact(rawURL))
+		}
+		b, err := file.Open(u.Path, nil)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	case "http", "https":
+		if u.User != nil {
+			return nil, fmt.Errorf("%w: backend url %q: put the token in SEMA_AUTH_TOKEN, not in the url",
+				sema.ErrInvalidArgument, Redact(rawURL))
+		}
+		return remote.New(remote.Config{URL: rawURL, Token: o.token})
 	}
 	return nil, fmt.Errorf("%w: backend url %q: unknown scheme %q (known: %s)",
 		sema.ErrInvalidArgument, Redact(rawURL), u.Scheme, strings.Join(Schemes, ", "))
@@ -38,3 +69,14 @@ func Redact(rawURL string) string {
 	}
 	return u.Redacted()
 }
+
+// Option tunes Open.
+type Option func(*options)
+
+type options struct {
+	token string
+}
+
+// WithToken sets the bearer token for http(s) servers (the CLI reads it
+// from SEMA_AUTH_TOKEN). Other schemes ignore it.
+func WithToken(token string) Option { return func(o *options) { o.token = token } }

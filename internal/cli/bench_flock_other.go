@@ -1,0 +1,18 @@
+//go:build !(linux || darwin || freebsd)
+
+package cli
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// flockLocker is not available here.
+type flockLocker struct{ dir string }
+
+func (l *flockLocker) lock(context.Context, int) (time.Duration, func() error, error) {
+	return 0, nil, errors.New("flock(2) baseline not available on this platform")
+}
+
+func (l *flockLocker) close() error { return nil }

@@ -1,0 +1,45 @@
+//go:build linux || darwin || freebsd
+
+package cli
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"time"
+)
+
+// flockLocker is the baseline: bare flock(2) on a lock file next to each
+// data file, opened and closed around every update as the seed's PHP does.
+// The data file itself cannot carry the lock: it is replaced by rename.
+type flockLocker struct{ dir string }
+
+func (l *flockLocker) lock(_ context.Context, key int) (time.Duration, func() error, error) {
+	path := pivotPath(l.dir, "global", 0)
+	if key >= 0 {
+		path = pivotPath(l.dir, "sharded", key)
+	}
+	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return 0, nil, err
+	}
+	fd := int(f.Fd())
+	start := time.Now()
+	for {
+		err = syscall.Flock(fd, syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	wait := time.Since(start)
+	if err != nil {
+		f.Close()
+		return 0, nil, err
+	}
+	return wait, func() error {
+		_ = syscall.Flock(fd, syscall.LOCK_UN)
+		return f.Close()
+	}, nil
+}
+
+func (l *flockLocker) close() error { return nil }

@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// runFront is sema run as the user sees it: it starts the supervisor (which
+// takes the lease and runs the job), forwards signals to it, prints its
+// messages and exits with its code. If the supervisor dies abnormally it
+// kills the job's group itself.
+func runFront(env *Env, args []string, cfg runConfig) int {
+	rawURL, dir, err := resolveBackend(cfg.backend, env.Getenv)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sema run: %s\n", errMessage(err))
+		return ExitUsage
+	}
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			fmt.Fprintf(env.Stderr, "sema run: default lock directory: %v\n", err)
+			return ExitBackend
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sema run: cannot find the sema executable: %v\n", err)
+		return ExitInternal
+	}
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sema run: %v\n", err)
+		return ExitInternal
+	}
+	defer ctlW.Close()
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		ctlR.Close()
+		fmt.Fprintf(env.Stderr, "sema run: %v\n", err)
+		return ExitInternal
+	}
+	defer stR.Close()
+
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, append(catchable(forwardedSignals...), syscall.SIGPIPE)...)
+	defer signal.Stop(sigs)
+
+	fg := shouldTakeTerminal()
+	sargs := append([]string{"__supervise", "-fg=" + strconv.FormatBool(fg), "-backend", rawURL, "--"}, args...)
+	cmd := exec.Command(self, sargs...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
+	cmd.ExtraFiles = []*os.File{ctlR, stW} // fds 3 and 4
+	// A group of its own: killing sema run's group leaves it alive to clean up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	ctlR.Close()
+	stW.Close()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sema run: starting the supervisor: %v\n", err)
+		return ExitInternal
+	}
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	f := &front{env: env, ctl: ctlW, fg: fg, code: -1}
+	for running := true; running; {
+		select {
+		case sig := <-sigs:
+			if s, ok := sig.(syscall.Signal); ok && s != syscall.SIGPIPE {
+				_, _ = ctlW.Write([]byte{byte(s)})
+			}
+		case line, ok := <-lines:
+			if !ok {
+				lines = nil
+				continue
+			}
+			f.handle(line)
+		case err = <-waited:
+			running = false
+		}
+	}
+	if lines != nil {
+		for line := range lines { // the supervisor exited: read what it said last
+			f.handle(line)
+		}
+	}
+	if fg {
+		takeTerminal(syscall.Getpgrp())
+	}
+	if f.code >= 0 {
+		return f.code
+	}
+	// The supervisor died without finishing: its lease is gone or going.
+	fmt.Fprintf(env.Stderr, "sema run: the supervisor died (%v)\n", err)
+	if f.pgid > 0 {
+		killGroup(f.pgid, syscall.SIGKILL)
+		waitGroupGone(f.pgid, 0)
+		fmt.Fprintln(env.Stderr, "sema run: the job was killed")
+		return ExitLeaseLost
+	}
+	return ExitInternal
+}
+
+// front is the state sema run keeps about its supervisor.
+type front struct {
+	env  *Env
+	ctl  *os.File
+	fg   bool
+	pgid int // the job's process group, once started
+	code int // the supervisor's final code; -1 until it says
+}
+
+func (f *front) handle(line string) {
+	kind, arg, _ := strings.Cut(line, " ")
+	switch kind {
+	case "msg":
+		fmt.Fprintln(f.env.Stderr, arg)
+	case "pgid":
+		f.pgid, _ = strconv.Atoi(arg)
+	case "exit":
+		if n, err := strconv.Atoi(arg); err == nil {
+			f.code = n
+		}
+	case "stop":
+		if f.fg && f.pgid > 0 {
+			f.stopped()
+		}
+	}
+}
+
+// stopped mirrors a job stopped at the terminal (^Z): take the terminal
+// back and stop ourselves, so the shell sees sema run stopped; when the
+// shell continues us, give the job the terminal again (if we are in the
+// foreground) and continue it.
+func (f *front) stopped() {
+	takeTerminal(syscall.Getpgrp())
+	_ = syscall.Kill(os.Getpid(), syscall.SIGTSTP)
+	// Here after SIGCONT (fg or bg).
+	if inForeground() {
+		takeTerminal(f.pgid)
+	}
+	_, _ = f.ctl.Write([]byte{ctlCont})
+}
+
+// takeTerminal makes pgid the terminal's foreground group, from a process
+// that may be in the background (SIGTTOU ignored for the call only, so that
+// no child inherits the ignored disposition).
+func takeTerminal(pgid int) {
+	signal.Ignore(syscall.SIGTTOU)
+	_ = tcsetpgrp(0, pgid)
+	signal.Reset(syscall.SIGTTOU)
+}
