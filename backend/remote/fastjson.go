@@ -1,0 +1,178 @@
+package remote
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/sema-dev/sema/internal/wire"
+)
+
+// fastLease decodes the common answer {"lease":{...}} without reflection.
+// It handles exactly what the server writes on success: a flat object of
+// strings without escapes, integers, one float and RFC 3339 times. On
+// anything else (an error body, escapes, an unknown field, odd spacing…)
+// it reports ok == false and the caller falls back to encoding/json, so it
+// can only be faster, never different (FuzzFastLease checks that).
+func fastLease(body []byte) (l *wire.Lease, empty, ok bool) {
+	p := bytes.TrimLeft(body, " \t\r\n")
+	p = bytes.TrimRight(p, " \t\r\n")
+	if string(p) == "{}" {
+		return nil, true, true
+	}
+	const prefix = `{"lease":{`
+	if !bytes.HasPrefix(p, []byte(prefix)) || !bytes.HasSuffix(p, []byte("}}")) {
+		return nil, false, false
+	}
+	p = p[len(prefix) : len(p)-2]
+	var out wire.Lease
+	seen := 0
+	for len(p) > 0 {
+		key, rest, ok := fastString(p)
+		if !ok || len(rest) == 0 || rest[0] != ':' {
+			return nil, false, false
+		}
+		p = rest[1:]
+		var bit int
+		switch string(key) {
+		case "name", "id", "owner", "acquired_at", "expires_at":
+			var s []byte
+			quoted := p
+			if s, p, ok = fastString(p); !ok {
+				return nil, false, false
+			}
+			switch string(key) {
+			case "name":
+				out.Name, bit = string(s), 1
+			case "id":
+				out.ID, bit = string(s), 2
+			case "owner":
+				out.Owner, bit = string(s), 4
+			case "acquired_at", "expires_at":
+				var t time.Time // exactly as encoding/json parses it
+				if err := t.UnmarshalJSON(quoted[:len(s)+2]); err != nil {
+					return nil, false, false
+				}
+				if key[0] == 'a' {
+					out.AcquiredAt, bit = t, 8
+				} else {
+					out.ExpiresAt, bit = t, 16
+				}
+			}
+		case "token", "weight", "limit", "ttl_ms":
+			var n []byte
+			n, p = fastNumber(p)
+			if !jsonNumber(n) {
+				return nil, false, false
+			}
+			switch string(key) {
+			case "token":
+				v, err := strconv.ParseUint(string(n), 10, 64)
+				if err != nil {
+					return nil, false, false
+				}
+				out.Token, bit = v, 32
+			default:
+				v, err := strconv.ParseInt(string(n), 10, 64)
+				if err != nil {
+					return nil, false, false
+				}
+				switch key[0] {
+				case 'w':
+					out.Weight, bit = v, 64
+				case 'l':
+					out.Limit, bit = v, 128
+				default:
+					out.TTLMillis, bit = v, 256
+				}
+			}
+		case "waited_ms":
+			var n []byte
+			n, p = fastNumber(p)
+			v, err := strconv.ParseFloat(string(n), 64)
+			if err != nil || !jsonNumber(n) {
+				return nil, false, false
+			}
+			out.WaitedMillis, bit = v, 512
+		default:
+			return nil, false, false
+		}
+		if seen&bit != 0 { // a repeated key: let encoding/json decide
+			return nil, false, false
+		}
+		seen |= bit
+		if len(p) > 0 {
+			if p[0] != ',' || len(p) == 1 {
+				return nil, false, false
+			}
+			p = p[1:]
+		}
+	}
+	return &out, false, true
+}
+
+// fastString reads a JSON string without escapes or control characters.
+func fastString(p []byte) (s, rest []byte, ok bool) {
+	if len(p) < 2 || p[0] != '"' {
+		return nil, p, false
+	}
+	for i := 1; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '"':
+			return p[1:i], p[i+1:], true
+		case c == '\\' || c < 0x20 || c >= 0x80:
+			return nil, p, false // escapes and non-ASCII: leave them to encoding/json
+		}
+	}
+	return nil, p, false
+}
+
+// fastNumber splits off the characters a JSON number may contain.
+func fastNumber(p []byte) (n, rest []byte) {
+	i := 0
+	for i < len(p) && (p[i] >= '0' && p[i] <= '9' || p[i] == '-' || p[i] == '+' || p[i] == '.' || p[i] == 'e' || p[i] == 'E') {
+		i++
+	}
+	return p[:i], p[i:]
+}
+
+// jsonNumber reports whether n is a number in JSON's grammar (which is
+// stricter than strconv's: no leading zeros, no "1.", no ".5").
+func jsonNumber(n []byte) bool {
+	i := 0
+	if i < len(n) && n[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(n) && n[i] == '0':
+		i++
+	case i < len(n) && n[i] >= '1' && n[i] <= '9':
+		for i < len(n) && n[i] >= '0' && n[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(n) && n[i] == '.' {
+		i++
+		if i == len(n) || n[i] < '0' || n[i] > '9' {
+			return false
+		}
+		for i < len(n) && n[i] >= '0' && n[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(n) && (n[i] == 'e' || n[i] == 'E') {
+		i++
+		if i < len(n) && (n[i] == '+' || n[i] == '-') {
+			i++
+		}
+		if i == len(n) || n[i] < '0' || n[i] > '9' {
+			return false
+		}
+		for i < len(n) && n[i] >= '0' && n[i] <= '9' {
+			i++
+		}
+	}
+	return i == len(n)
+}

@@ -1,0 +1,201 @@
+package remote
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// h1Pool is a minimal HTTP/1.1 client for plain-http servers: a pool of
+// keep-alive connections on which the calling goroutine writes the request
+// and reads the answer itself. Compared with net/http's Transport it saves
+// two goroutine switches, a header map and a dozen allocations per call,
+// which is most of a call's client-side cost on loopback. https, proxies
+// and a caller's own http.Client go through net/http instead.
+type h1Pool struct {
+	addr    string // host:port to dial
+	host    string // Host header
+	dialer  net.Dialer
+	maxIdle int
+
+	mu     sync.Mutex
+	idle   []*h1Conn // LIFO: the warmest connection first
+	closed bool
+}
+
+type h1Conn struct {
+	nc  net.Conn
+	br  *bufio.Reader
+	req []byte // request buffer, reused
+}
+
+// errRetry marks a failure on a reused connection before any answer byte
+// arrived: the server may have closed it while idle. Requests of this API
+// are idempotent (lease IDs), so they are sent again on a new connection.
+var errRetry = errors.New("stale keep-alive connection")
+
+// errStalled is what a connection's deadline turns into when ctx ended.
+var aLongTimeAgo = time.Unix(1, 0)
+
+func newH1Pool(addr, host string, dialTimeout time.Duration, maxIdle int) *h1Pool {
+	return &h1Pool{
+		addr: addr, host: host, maxIdle: maxIdle,
+		dialer: net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
+	}
+}
+
+// do sends one request and reads the answer's body into out. target is the
+// escaped request target (path and query). A deadline, if not zero, bounds
+// the whole exchange in addition to ctx.
+//
+// If drain > 0 and ctx ends while the answer is awaited, the request is not
+// simply abandoned: the connection is half-closed, which ends the request's
+// context on the server, and the server's final answer is still read (for
+// up to drain). So a grant the server made just then is not lost: the
+// caller gets it (with a nil error) and gives it back. This closes the race
+// between a cancelled acquire and a grant, which releasing by lease ID from
+// another connection cannot: that release may reach the server first.
+func (p *h1Pool) do(ctx context.Context, method, target string, hdr []byte, body []byte, key string, deadline time.Time, drain time.Duration, out []byte) (int, []byte, error) {
+	for attempt := 0; ; attempt++ {
+		c, reused, err := p.get(ctx)
+		if err != nil {
+			return 0, out, err
+		}
+		status, res, keep, err := c.exchange(ctx, method, target, p.host, hdr, body, key, deadline, drain, out, reused)
+		if err == nil {
+			if keep {
+				p.put(c)
+			} else {
+				c.nc.Close()
+			}
+			return status, res, nil
+		}
+		c.nc.Close()
+		if errors.Is(err, errRetry) && attempt < 2 && ctx.Err() == nil {
+			continue
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return 0, out, fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+		}
+		return 0, out, err
+	}
+}
+
+func (p *h1Pool) get(ctx context.Context) (*h1Conn, bool, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, false, net.ErrClosed
+	}
+	if n := len(p.idle); n > 0 {
+		c := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return c, true, nil
+	}
+	p.mu.Unlock()
+	nc, err := p.dialer.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, false, err
+	}
+	return &h1Conn{nc: nc, br: bufio.NewReaderSize(nc, 4096), req: make([]byte, 0, 512)}, false, nil
+}
+
+func (p *h1Pool) put(c *h1Conn) {
+	p.mu.Lock()
+	if p.closed || len(p.idle) >= p.maxIdle {
+		p.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	p.idle = append(p.idle, c)
+	p.mu.Unlock()
+}
+
+// close closes idle connections; busy ones are closed when they come back.
+func (p *h1Pool) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.nc.Close()
+	}
+}
+
+// exchange writes one request and reads its answer. keep says whether the
+// connection may carry another request.
+func (c *h1Conn) exchange(ctx context.Context, method, target, host string, hdr, body []byte, key string,
+	deadline time.Time, drain time.Duration, out []byte, reused bool) (status int, res []byte, keep bool, err error) {
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return 0, out, false, err
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			if tc, ok := c.nc.(*net.TCPConn); ok && drain > 0 {
+				_ = c.nc.SetDeadline(time.Now().Add(drain))
+				if tc.CloseWrite() == nil {
+					return
+				}
+			}
+			_ = c.nc.SetDeadline(aLongTimeAgo)
+		})
+		defer func() {
+			if !stop() && err == nil {
+				// ctx ended while the answer was read: the deadline may be
+				// set already, so the connection cannot be trusted again.
+				keep = false
+			}
+		}()
+	}
+	r := append(c.req[:0], method...)
+	r = append(r, ' ')
+	r = append(r, target...)
+	r = append(r, " HTTP/1.1\r\nHost: "...)
+	r = append(r, host...)
+	r = append(r, "\r\n"...)
+	r = append(r, hdr...)
+	if key != "" {
+		r = append(r, "Idempotency-Key: "...)
+		r = append(r, key...)
+		r = append(r, "\r\n"...)
+	}
+	if body != nil {
+		r = append(r, "Content-Type: application/json\r\nContent-Length: "...)
+		r = strconv.AppendInt(r, int64(len(body)), 10)
+		r = append(r, "\r\n"...)
+	}
+	r = append(r, "\r\n"...)
+	r = append(r, body...)
+	c.req = r
+	if _, err := c.nc.Write(r); err != nil {
+		if reused {
+			return 0, out, false, fmt.Errorf("%w: %w", errRetry, err)
+		}
+		return 0, out, false, err
+	}
+	if reused {
+		// A server that closed the idle connection answers nothing at all.
+		if _, err := c.br.Peek(1); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
+				return 0, out, false, fmt.Errorf("%w: %w", errRetry, err)
+			}
+			return 0, out, false, err
+		}
+	}
+	status, res, keep, err = readResponse(c.br, out)
+	return status, res, keep, err
+}
+
+// isReset reports a connection reset by the peer.
+func isReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && !op.Timeout()
+}

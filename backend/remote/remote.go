@@ -1,0 +1,186 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/wire"
+)
+
+// Backend is a client of a sema server. It is safe for concurrent use.
+type Backend struct {
+	cfg   Config
+	base  *url.URL
+	hc    *http.Client    // Config.HTTPClient, or nil
+	owned *http.Transport // ours (used directly: no redirects, no header copies); nil with Config.HTTPClient
+	auth  []string        // the Authorization header value, or nil
+
+	uAcquire, uRenew, uRelease, uForce, uList, uGuarantees *endpoint
+
+	h1    *h1Pool // the lean HTTP/1.1 client for plain http; nil otherwise
+	h1hdr []byte  // constant request header lines for h1
+
+	reached  atomic.Bool // the server has answered at least once
+	closed   atomic.Bool
+	closeCtx context.Context // cancelled by Close: ends long polls
+	closeFn  context.CancelFunc
+
+	gMu        sync.Mutex
+	guarantees *sema.Guarantees
+}
+
+// Interface guards.
+var (
+	_ sema.Backend       = (*Backend)(nil)
+	_ sema.Blocker       = (*Backend)(nil)
+	_ sema.Inspector     = (*Backend)(nil)
+	_ sema.ForceReleaser = (*Backend)(nil)
+	_ sema.Declarer      = (*Backend)(nil)
+)
+
+// New returns a client of the server at cfg.URL. It does not contact the
+// server.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	base, _ := parseBase(cfg.URL)
+	b := &Backend{cfg: cfg, base: base, hc: cfg.HTTPClient}
+	if b.hc == nil {
+		d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+		b.owned = &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           d.DialContext,
+			TLSClientConfig:       cfg.TLSConfig,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          cfg.MaxIdleConns,
+			MaxIdleConnsPerHost:   cfg.MaxIdleConns,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   cfg.DialTimeout,
+			ExpectContinueTimeout: time.Second,
+		}
+	}
+	if cfg.Token != "" {
+		b.auth = []string{"Bearer " + cfg.Token}
+	}
+	if b.owned != nil && base.Scheme == "http" {
+		if p, err := b.owned.Proxy(&http.Request{URL: base}); err == nil && p == nil {
+			b.h1 = newH1Pool(hostPort(base), base.Host, cfg.DialTimeout, cfg.MaxIdleConns)
+			b.h1hdr = []byte("Accept: application/json\r\n")
+			if cfg.Token != "" {
+				b.h1hdr = append(b.h1hdr, "Authorization: Bearer "+cfg.Token+"\r\n"...)
+			}
+		}
+	}
+	b.uAcquire = b.endpoint(wire.PathAcquire)
+	b.uRenew = b.endpoint(wire.PathRenew)
+	b.uRelease = b.endpoint(wire.PathRelease)
+	b.uForce = b.endpoint(wire.PathForceRelease)
+	b.uList = b.endpoint(wire.PathLocks)
+	b.uGuarantees = b.endpoint(wire.PathGuarantees)
+	b.closeCtx, b.closeFn = context.WithCancel(context.Background())
+	return b, nil
+}
+
+// endpoint returns an API path under the base URL.
+func (b *Backend) endpoint(path string) *endpoint {
+	u := *b.base
+	u.Path += path
+	if u.RawPath != "" {
+		u.RawPath += path
+	}
+	return newEndpoint(&u)
+}
+
+// URL returns the server URL the backend talks to.
+func (b *Backend) URL() string { return b.base.String() }
+
+// Renew extends the lease id of name by ttl from now, on the server's clock.
+// It gives up when ctx ends or after Config.RequestTimeout.
+func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration) (sema.Grant, error) {
+	if err := sema.ValidateTTL(ttl); err != nil {
+		return sema.Grant{}, err
+	}
+	if b.closed.Load() {
+		return sema.Grant{}, sema.ErrClosed
+	}
+	body := appendRenew(make([]byte, 0, 96+len(name)), name, id, ttl)
+	l, err := b.leaseCall(ctx, "renew", b.uRenew, name, body, id, true)
+	if err != nil {
+		return sema.Grant{}, err
+	}
+	if l == nil || l.ID != id {
+		return sema.Grant{}, fmt.Errorf("remote: renew %q: %w: the server answered with another lease", name, sema.ErrUnavailable)
+	}
+	g := grantOf(l)
+	g.Waited = 0
+	return g, nil
+}
+
+// Release frees the lease id of name.
+func (b *Backend) Release(ctx context.Context, name, id string) error {
+	if b.closed.Load() {
+		return sema.ErrClosed
+	}
+	return b.release(ctx, name, id)
+}
+
+func (b *Backend) release(ctx context.Context, name, id string) error {
+	body := appendNameID(make([]byte, 0, 48+len(name)), name, id)
+	_, err := b.leaseCall(ctx, "release", b.uRelease, name, body, id, true)
+	return err
+}
+
+// Close ends waiting acquires with sema.ErrClosed and closes idle
+// connections. Leases held through this backend stay held on the server
+// until released by another client or expired.
+func (b *Backend) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	b.closeFn()
+	if b.owned != nil {
+		b.owned.CloseIdleConnections()
+	}
+	if b.h1 != nil {
+		b.h1.close()
+	}
+	return nil
+}
+
+// hostPort returns the address to dial for an http URL.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
+
+// grantOf converts a wire lease.
+func grantOf(l *wire.Lease) sema.Grant {
+	return sema.Grant{
+		Name: l.Name, ID: l.ID, Token: l.Token, Owner: l.Owner,
+		Weight: l.Weight, Limit: l.Limit,
+		AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt,
+		Waited: waited(l.WaitedMillis),
+	}
+}
+
+// waited converts fractional milliseconds, clamping junk to [0, 24h].
+func waited(ms float64) time.Duration {
+	switch {
+	case !(ms > 0): // also NaN
+		return 0
+	case ms > float64(sema.MaxTTL/time.Millisecond):
+		return sema.MaxTTL
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}

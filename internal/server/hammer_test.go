@@ -1,0 +1,233 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sema-dev/sema/internal/wire"
+)
+
+// grantRec is one lease as a client saw it: from when the grant arrived
+// to when the client first sent its release. The server held the lease
+// over at least that interval, so if the server never had more than limit
+// live leases, these intervals never overlap more than limit deep.
+type grantRec struct {
+	client     int
+	token      uint64
+	start, end time.Time
+}
+
+// retry calls op until it answers 200 (true), retrying while the server
+// is down; another answer goes to bad (false), with ambiguous set if an
+// earlier attempt may have reached the server.
+func retry(op func() (int, *wire.Error, error), bad func(code int, e *wire.Error, ambiguous bool)) bool {
+	ambiguous := false
+	for {
+		code, e, err := op()
+		switch {
+		case err == nil && code == 200:
+			return true
+		case err == nil && code != 503:
+			bad(code, e, ambiguous)
+			return false
+		case err != nil && !errors.Is(err, syscall.ECONNREFUSED):
+			ambiguous = true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestHammerKill9 runs clients acquiring and releasing a limit-2
+// semaphore while the server is killed with SIGKILL and restarted on the
+// same data directory, several times. No token may repeat or go back, and
+// no more than two leases may ever be live, by the clients' records and by
+// the server's own describe. A lease may be lost only across a crash (a
+// handoff answered before its fsync, behind the name's recovery fence);
+// without a crash in between, renew and release must work.
+func TestHammerKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes, a few seconds")
+	}
+	const (
+		clients  = 6
+		limit    = 2
+		restarts = 4
+		name     = "hammer"
+	)
+	dir := t.TempDir()
+	var url atomic.Value
+	// A tiny snapshot threshold: the log is rotated and truncated many
+	// times, so kills also land during snapshots.
+	serve := func() *proc { return startServe(t, dir, "--snapshot-bytes", "8192") }
+	p := serve()
+	url.Store(p.url)
+
+	var stop atomic.Bool
+	var gen atomic.Int64 // restarts so far
+	var lost atomic.Int64
+	var mu sync.Mutex
+	var recs []grantRec
+	var failures []string
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		failures = append(failures, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for cl := range clients {
+		wg.Go(func() {
+			c := &http.Client{Timeout: 5 * time.Second}
+			var last uint64
+			for n := 0; !stop.Load(); n++ {
+				id := fmt.Sprintf("c%d-%d", cl, n)
+				var lease *wire.Lease
+				for lease == nil && !stop.Load() {
+					code, env, err := call(c, "POST", url.Load().(string)+wire.PathAcquire,
+						wire.AcquireRequest{Name: name, Limit: limit, ID: id, TTLMillis: 1000, WaitMillis: 1000})
+					switch {
+					case err != nil || code == 503:
+						time.Sleep(5 * time.Millisecond) // server down: retry the same id
+					case env.Lease != nil:
+						lease = env.Lease
+					case env.Error != nil && env.Error.Code == wire.CodeNotAcquired:
+					default:
+						fail("client %d acquire: %d %+v", cl, code, env.Error)
+						return
+					}
+				}
+				if lease == nil {
+					return
+				}
+				start, g0 := time.Now(), gen.Load()
+				if lease.Token <= last {
+					fail("client %d: token %d after %d", cl, lease.Token, last)
+				}
+				last = lease.Token
+				if n%8 == 0 {
+					// A long hold, likely across a restart, renewed midway.
+					time.Sleep(time.Duration(10+n%40) * time.Millisecond)
+					if !retry(func() (int, *wire.Error, error) {
+						code, env, err := call(c, "POST", url.Load().(string)+wire.PathRenew,
+							wire.RenewRequest{Name: name, ID: id, TTLMillis: 1000})
+						return code, env.Error, err
+					}, func(code int, e *wire.Error, ambiguous bool) {
+						if code == 410 && gen.Load() != g0 {
+							lost.Add(1)
+							return
+						}
+						fail("client %d renew of token %d: %d %+v", cl, lease.Token, code, e)
+					}) {
+						mu.Lock()
+						recs = append(recs, grantRec{client: cl, token: lease.Token, start: start, end: time.Now()})
+						mu.Unlock()
+						continue
+					}
+					time.Sleep(time.Duration(10+n%40) * time.Millisecond)
+				} else {
+					time.Sleep(time.Duration(n%3) * time.Millisecond)
+				}
+				end := time.Now()
+				retry(func() (int, *wire.Error, error) {
+					code, env, err := call(c, "POST", url.Load().(string)+wire.PathRelease, wire.ReleaseRequest{Name: name, ID: id})
+					return code, env.Error, err
+				}, func(code int, e *wire.Error, ambiguous bool) {
+					if code == 404 && ambiguous {
+						return // an earlier attempt reached the server; its answer was lost in the crash
+					}
+					if code == 404 && gen.Load() != g0 {
+						lost.Add(1)
+						return
+					}
+					fail("client %d release of token %d: %d %+v", cl, lease.Token, code, e)
+				})
+				mu.Lock()
+				recs = append(recs, grantRec{client: cl, token: lease.Token, start: start, end: end})
+				mu.Unlock()
+			}
+		})
+	}
+	// The server's own view, polled throughout.
+	wg.Go(func() {
+		c := &http.Client{Timeout: 5 * time.Second}
+		for !stop.Load() {
+			st, err := getStatus(c, url.Load().(string), name)
+			leases := 0
+			for _, h := range st.Holders {
+				if h.Token != 0 { // token 0: the recovery fence, not a lease
+					leases++
+				}
+			}
+			if err == nil && (st.Used > limit || leases > limit) {
+				fail("server describes %d holders using %d of %d", leases, st.Used, limit)
+			}
+			time.Sleep(3 * time.Millisecond)
+		}
+	})
+
+	counts := []int{}
+	countGrants := func() int { mu.Lock(); defer mu.Unlock(); return len(recs) }
+	for range restarts {
+		before := countGrants()
+		deadline := time.Now().Add(10 * time.Second)
+		for countGrants() < before+150 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		counts = append(counts, countGrants()-before)
+		p.kill()
+		gen.Add(1)
+		p = serve()
+		url.Store(p.url)
+	}
+	before := countGrants()
+	for deadline := time.Now().Add(10 * time.Second); countGrants() < before+150 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	counts = append(counts, countGrants()-before)
+	stop.Store(true)
+	wg.Wait()
+	p.stop()
+
+	for _, f := range failures {
+		t.Error(f)
+	}
+	t.Logf("grants between restarts: %v (total %d); leases lost across a crash: %d", counts, len(recs), lost.Load())
+	for i, n := range counts {
+		if n < 150 {
+			t.Errorf("only %d grants after restart %d: the server stopped granting", n, i)
+		}
+	}
+	seen := map[uint64]bool{}
+	type ev struct {
+		at    time.Time
+		delta int
+	}
+	var evs []ev
+	for _, r := range recs {
+		if seen[r.token] {
+			t.Errorf("token %d granted twice", r.token)
+		}
+		seen[r.token] = true
+		evs = append(evs, ev{r.start, +1}, ev{r.end, -1})
+	}
+	slices.SortFunc(evs, func(a, b ev) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta // ends before starts at the same instant
+	})
+	live, peak := 0, 0
+	for _, e := range evs {
+		live += e.delta
+		peak = max(peak, live)
+	}
+	if peak > limit {
+		t.Errorf("clients saw %d leases live at once; limit %d", peak, limit)
+	}
+}

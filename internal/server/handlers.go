@@ -1,0 +1,179 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/store"
+	"github.com/sema-dev/sema/internal/wire"
+)
+
+func body(w http.ResponseWriter, r *http.Request) io.Reader {
+	return http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes)
+}
+
+var errShuttingDown = fmt.Errorf("server: shutting down: %w", sema.ErrClosed)
+
+func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request, who caller) {
+	req, wait, err := decodeAcquire(body(w, r), s.cfg.MaxWait)
+	if err != nil {
+		s.fail(w, routeAcquire, err, who, false)
+		return
+	}
+	if s.closed.Load() {
+		s.fail(w, routeAcquire, errShuttingDown, who, false)
+		return
+	}
+	if wait > 0 {
+		s.longPoll(w, r, req, wait, who)
+		return
+	}
+	g, err := s.eng.acquire(r.Context(), req, who.Caller, false)
+	if err != nil {
+		if r.Context().Err() != nil {
+			s.m.request(routeAcquire, codeGone)
+			return
+		}
+		s.fail(w, routeAcquire, err, who, false)
+		return
+	}
+	s.deliver(w, r, routeAcquire, g, req.TTL, false)
+}
+
+func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request, who caller) {
+	in, ttl, err := decodeRenew(body(w, r))
+	if err != nil {
+		s.fail(w, routeRenew, err, who, false)
+		return
+	}
+	g, err := s.eng.renew(r.Context(), in.Name, in.ID, ttl, who.Caller)
+	if err != nil {
+		e, _ := toWire(err, false)
+		if e.Code == wire.CodeLeaseLost {
+			s.m.losses.WithLabelValues(e.Reason).Inc()
+		}
+		s.fail(w, routeRenew, err, who, false)
+		return
+	}
+	s.deliver(w, r, routeRenew, g, ttl, false)
+}
+
+func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, who caller) {
+	in, err := decodeRelease(body(w, r))
+	if err != nil {
+		s.fail(w, routeRelease, err, who, false)
+		return
+	}
+	// A release completes even if the client hangs up meanwhile.
+	if err := s.eng.release(context.WithoutCancel(r.Context()), in.Name, in.ID, who.Caller); err != nil {
+		s.fail(w, routeRelease, err, who, false)
+		return
+	}
+	_ = writeBody(w, http.StatusOK, []byte("{}\n"), false)
+	s.m.request(routeRelease, "ok")
+}
+
+func (s *Server) inspector(w http.ResponseWriter, route string, who caller) sema.Inspector {
+	in, ok := s.b.(sema.Inspector)
+	if !ok {
+		s.fail(w, route, fmt.Errorf("%w: the backend cannot describe its locks", sema.ErrInvalidArgument), who, false)
+	}
+	return in
+}
+
+func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request, who caller) {
+	// r.URL.Path is unescaped: a name sent as jobs%2Fnightly is jobs/nightly.
+	name := strings.TrimPrefix(r.URL.Path, wire.PathLock)
+	if err := sema.ValidateName(name); err != nil {
+		s.fail(w, routeDescribe, err, who, false)
+		return
+	}
+	in := s.inspector(w, routeDescribe, who)
+	if in == nil {
+		return
+	}
+	st, err := in.Describe(r.Context(), name)
+	if err != nil {
+		s.fail(w, routeDescribe, err, who, false)
+		return
+	}
+	s.ok(w, routeDescribe, redactStatus(st, who.Admin))
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, who caller) {
+	prefix := r.URL.Query().Get("prefix")
+	if len(prefix) > sema.MaxNameLen {
+		s.fail(w, routeList, fmt.Errorf("%w: prefix longer than %d bytes", sema.ErrInvalidName, sema.MaxNameLen), who, false)
+		return
+	}
+	in := s.inspector(w, routeList, who)
+	if in == nil {
+		return
+	}
+	all, err := in.List(r.Context(), prefix)
+	if err != nil {
+		s.fail(w, routeList, err, who, false)
+		return
+	}
+	for i := range all {
+		all[i] = redactStatus(all[i], who.Admin)
+	}
+	if all == nil {
+		all = []sema.Status{}
+	}
+	s.ok(w, routeList, wire.ListResponse{Locks: all})
+}
+
+func (s *Server) handleForceRelease(w http.ResponseWriter, r *http.Request, who caller) {
+	in, err := decodeForceRelease(body(w, r))
+	if err != nil {
+		s.fail(w, routeForceRelease, err, who, false)
+		return
+	}
+	fr, ok := s.b.(sema.ForceReleaser)
+	if !ok {
+		s.fail(w, routeForceRelease, fmt.Errorf("%w: the backend cannot force-release", sema.ErrInvalidArgument), who, false)
+		return
+	}
+	hs, err := fr.ForceRelease(context.WithoutCancel(r.Context()), in.Name, in.ID)
+	for _, h := range hs {
+		s.log.Warn("sema serve: force-release", "name", in.Name, "lease", h.ID, "owner", h.Owner,
+			"token", h.Token, "by", who.Principal, "remote", r.RemoteAddr)
+	}
+	if err != nil {
+		s.fail(w, routeForceRelease, err, who, false)
+		return
+	}
+	s.m.forced.Add(float64(len(hs)))
+	s.ok(w, routeForceRelease, wire.ForceReleaseResponse{Released: hs})
+}
+
+func (s *Server) handleGuarantees(w http.ResponseWriter, _ *http.Request, _ caller) {
+	s.ok(w, routeGuarantees, s.guar)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request, _ caller) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if s.closed.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("closing\n"))
+		s.m.request(routeHealth, wire.CodeClosed)
+		return
+	}
+	if st, ok := s.b.(*store.Store); ok && st.Err() != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("store failing: " + st.Err().Error() + "\n"))
+		s.m.request(routeHealth, wire.CodeUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+	s.m.request(routeHealth, "ok")
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ caller) {
+	s.metrics.ServeHTTP(w, r)
+}

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sema-dev/sema"
+)
+
+// errWaitOver is the cause of a long-poll whose wait_ms ran out.
+var errWaitOver = errors.New("wait_ms elapsed")
+
+// longPoll waits in the backend's queue for up to wait. If no outcome is
+// known after one heartbeat interval, it commits 200 and writes a space
+// every interval; the final body is an envelope either way. A client that
+// hangs up is dequeued (its request context ends); a grant it can no
+// longer receive is given back.
+func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, req sema.Request, wait time.Duration, who caller) {
+	s.m.longPolling.Inc()
+	defer s.m.longPolling.Dec()
+	// The http.Server's read and write timeouts are for ordinary requests;
+	// this one may legitimately last up to wait.
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(wait + s.cfg.Heartbeat + 30*time.Second)
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline)
+
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(s.closing, func() { cancel(errShuttingDown) })
+	defer stop()
+	wctx, wcancel := context.WithTimeoutCause(ctx, wait, errWaitOver)
+	defer wcancel()
+
+	hb := startHeartbeat(w, s.cfg.Heartbeat)
+	g, err := s.eng.acquire(wctx, req, who.Caller, true)
+	committed := hb.stop()
+	if err == nil {
+		s.deliver(w, r, routeAcquire, g, req.TTL, committed)
+		return
+	}
+	if r.Context().Err() != nil {
+		s.m.request(routeAcquire, codeGone)
+		return
+	}
+	switch context.Cause(wctx) {
+	case errWaitOver:
+		err = s.heldError(wctx, req.Name, err)
+	case errShuttingDown:
+		err = errShuttingDown
+	}
+	s.fail(w, routeAcquire, err, who, committed)
+}
+
+// heldError describes who holds name, for a wait that ran out.
+func (s *Server) heldError(ctx context.Context, name string, err error) error {
+	in, ok := s.b.(sema.Inspector)
+	if !ok {
+		return err
+	}
+	st, derr := in.Describe(context.WithoutCancel(ctx), name)
+	if derr != nil {
+		return err
+	}
+	return &sema.HeldError{Name: name, Limit: st.Limit, Holders: st.Holders, Waiters: len(st.Waiters)}
+}
+
+// heartbeat writes a space every interval once the first interval has
+// passed, so that clients and proxies see a live connection.
+type heartbeat struct {
+	mu        sync.Mutex
+	w         http.ResponseWriter
+	timer     *time.Timer
+	interval  time.Duration
+	committed bool
+	stopped   bool
+}
+
+func startHeartbeat(w http.ResponseWriter, interval time.Duration) *heartbeat {
+	h := &heartbeat{w: w, interval: interval}
+	h.mu.Lock()
+	h.timer = time.AfterFunc(interval, h.tick)
+	h.mu.Unlock()
+	return h
+}
+
+func (h *heartbeat) tick() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
+	}
+	if !h.committed {
+		h.w.Header()["Content-Type"] = jsonType
+		h.w.WriteHeader(http.StatusOK)
+		h.committed = true
+	}
+	if _, err := h.w.Write([]byte{' '}); err != nil || flush(h.w) != nil {
+		return // the client is gone: its request context ends the wait
+	}
+	h.timer.Reset(h.interval)
+}
+
+// stop ends the heartbeats (waiting for one in progress) and reports
+// whether the status line was committed.
+func (h *heartbeat) stop() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	h.timer.Stop()
+	return h.committed
+}

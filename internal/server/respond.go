@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/store"
+	"github.com/sema-dev/sema/internal/wire"
+)
+
+var jsonType = []string{"application/json"}
+
+// codeGone labels requests whose client left before the answer.
+const codeGone = "client_gone"
+
+// writeBody writes a complete JSON body. After a long-poll heartbeat the
+// status line is already out (committed): only the body is written.
+func writeBody(w http.ResponseWriter, status int, body []byte, committed bool) error {
+	if !committed {
+		h := w.Header()
+		h["Content-Type"] = jsonType
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+		w.WriteHeader(status)
+	}
+	_, err := w.Write(body)
+	return err
+}
+
+// flush pushes the answer out now, reporting whether the connection took it.
+func flush(w http.ResponseWriter) error {
+	if f, ok := w.(interface{ FlushError() error }); ok {
+		return f.FlushError()
+	}
+	return http.NewResponseController(w).Flush()
+}
+
+// fail answers with the error envelope of err.
+func (s *Server) fail(w http.ResponseWriter, route string, err error, who caller, committed bool) {
+	e, status := toWire(err, who.Admin)
+	if e.Code == wire.CodeInternal {
+		s.log.Error("sema serve: internal error", "route", route, "err", err)
+	}
+	body, merr := json.Marshal(wire.Envelope{Error: e})
+	if merr != nil {
+		body = []byte(`{"error":{"code":"internal","message":"cannot encode the error"}}`)
+	}
+	_ = writeBody(w, status, append(body, '\n'), committed)
+	s.m.request(route, e.Code)
+}
+
+// ok answers 200 with v as JSON.
+func (s *Server) ok(w http.ResponseWriter, route string, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		s.fail(w, route, err, caller{}, false)
+		return
+	}
+	_ = writeBody(w, http.StatusOK, append(body, '\n'), false)
+	s.m.request(route, "ok")
+}
+
+// deliver answers with a lease. For an acquire, a grant that cannot be
+// delivered (the client is gone, the write fails) is given back.
+func (s *Server) deliver(w http.ResponseWriter, r *http.Request, route string, g sema.Grant, ttl time.Duration, committed bool) {
+	acquire := route == routeAcquire
+	if r.Context().Err() != nil {
+		if acquire {
+			s.giveBack(g)
+		}
+		s.m.request(route, codeGone)
+		return
+	}
+	l := leaseOf(g, ttl)
+	bp := s.bufs.Get().(*[]byte)
+	b := appendLeaseEnvelope((*bp)[:0], &l)
+	err := writeBody(w, http.StatusOK, b, committed)
+	if err == nil {
+		err = flush(w)
+	}
+	if cap(b) <= 4096 {
+		*bp = b
+		s.bufs.Put(bp)
+	}
+	if err != nil {
+		if acquire {
+			s.log.Debug("sema serve: grant not delivered; giving it back", "name", g.Name, "err", err)
+			s.giveBack(g)
+		}
+		s.m.request(route, codeGone)
+		return
+	}
+	s.m.request(route, "ok")
+	if acquire {
+		s.m.grants.Inc()
+		s.m.wait.Observe(g.Waited.Seconds())
+	}
+}
+
+// giveBack releases a grant nobody received, on its own bounded context.
+func (s *Server) giveBack(g sema.Grant) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.eng.release(ctx, g.Name, g.ID, store.Caller{Admin: true})
+	if err != nil && !errors.Is(err, sema.ErrNotHeld) && !errors.Is(err, sema.ErrClosed) {
+		s.log.Warn("sema serve: giving back an undelivered grant failed", "name", g.Name, "err", err)
+	}
+}

@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sema-dev/sema"
+)
+
+// TryAcquire grants req if its permits are free and nobody waits.
+func (s *Store) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant, error) {
+	return s.AcquireAs(ctx, req, Caller{Admin: true}, false)
+}
+
+// Acquire waits in the name's FIFO queue until granted or ctx is done.
+func (s *Store) Acquire(ctx context.Context, req sema.Request) (sema.Grant, error) {
+	return s.AcquireAs(ctx, req, Caller{Admin: true}, true)
+}
+
+// AcquireAs grants req to who, waiting in the FIFO queue if wait is set. A
+// grant is returned only once it is on disk. A request repeating the ID of
+// a live lease of the same name returns that lease (if who may see it).
+func (s *Store) AcquireAs(ctx context.Context, req sema.Request, who Caller, wait bool) (sema.Grant, error) {
+	if err := req.Validate(); err != nil {
+		return sema.Grant{}, err
+	}
+	if len(who.Principal) > maxPrincLen {
+		return sema.Grant{}, fmt.Errorf("store: %w: principal longer than %d bytes", sema.ErrInvalidArgument, maxPrincLen)
+	}
+	if ctx.Err() != nil {
+		return sema.Grant{}, notAcquired(ctx)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return sema.Grant{}, sema.ErrClosed
+	}
+	now := s.mono()
+	e, err := s.entryFor(req.Name, req.Limit, now)
+	if err != nil {
+		s.mu.Unlock()
+		return sema.Grant{}, err
+	}
+	if l := e.find(req.ID); l != nil { // idempotent retry
+		if !who.may(l) {
+			s.mu.Unlock()
+			return sema.Grant{}, fmt.Errorf("store: acquire %q: %w", req.Name, ErrForbidden)
+		}
+		g, seq := s.grantOf(l), l.seq
+		s.mu.Unlock()
+		if err := s.wal.wait(ctx, seq); err != nil {
+			return sema.Grant{}, s.waitError(ctx, err)
+		}
+		return g, nil
+	}
+	if e.waiters.len == 0 && e.used+req.Weight <= e.limit && !s.fenced(e, now) {
+		l := s.grantLocked(e, &req, who.Principal, now)
+		g, seq := s.grantOf(l), l.seq
+		s.mu.Unlock()
+		return s.deliver(ctx, l, g, seq)
+	}
+	if !wait {
+		err := s.heldError(e)
+		s.dropIfIdle(e)
+		s.mu.Unlock()
+		return sema.Grant{}, err
+	}
+	w := &waiter{req: req, principal: who.Principal, admin: who.Admin, since: now, ready: make(chan struct{})}
+	if err := s.enqueue(e, w); err != nil {
+		s.mu.Unlock()
+		return sema.Grant{}, err
+	}
+	s.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		if w.err != nil {
+			return sema.Grant{}, w.err
+		}
+		s.mu.Lock()
+		g, seq := s.grantOf(w.lease), w.lease.seq
+		s.mu.Unlock()
+		g.Waited = w.waited
+		if w.early {
+			return g, nil // covered by the name's durable FAST record (fast.go)
+		}
+		return s.deliver(ctx, w.lease, g, seq)
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	select {
+	case <-w.ready: // granted (or closed) just as ctx ended: give it back
+		if w.err == nil {
+			s.giveBackLocked(w.lease)
+		}
+	default:
+		wasHead := e.waiters.head == w
+		s.dequeue(e, w)
+		if wasHead { // the head may have been blocking smaller requests
+			s.grantWaiters(e, s.mono())
+		}
+		s.dropIfIdle(e)
+	}
+	s.mu.Unlock()
+	return sema.Grant{}, notAcquired(ctx)
+}
+
+// deliver returns g once its grant record is on disk. If ctx ends first or
+// the log fails, the lease is given back.
+func (s *Store) deliver(ctx context.Context, l *lease, g sema.Grant, seq uint64) (sema.Grant, error) {
+	if err := s.wal.wait(ctx, seq); err != nil {
+		s.mu.Lock()
+		s.giveBackLocked(l)
+		s.mu.Unlock()
+		return sema.Grant{}, s.waitError(ctx, err)
+	}
+	return g, nil
+}
+
+func (s *Store) waitError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return notAcquired(ctx)
+	}
+	return err
+}
+
+// giveBackLocked ends a grant its requester will not use, unless it has
+// ended already (its holder released it by id, it expired, an admin).
+func (s *Store) giveBackLocked(l *lease) {
+	if l.hidx < 0 || s.closed {
+		return
+	}
+	now := s.mono()
+	s.endLocked(l, endGiveBack, now)
+	s.grantWaiters(l.e, now)
+	s.dropIfIdle(l.e)
+}
+
+func notAcquired(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", sema.ErrNotAcquired, context.Cause(ctx))
+}

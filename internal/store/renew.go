@@ -1,0 +1,96 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sema-dev/sema"
+)
+
+// Renew extends a live lease by ttl from now.
+func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration) (sema.Grant, error) {
+	return s.RenewAs(ctx, name, id, ttl, Caller{Admin: true})
+}
+
+// RenewAs extends a live lease of who by ttl from now. A TTL longer than
+// any journaled for the lease is on disk before RenewAs returns.
+func (s *Store) RenewAs(ctx context.Context, name, id string, ttl time.Duration, who Caller) (sema.Grant, error) {
+	if err := sema.ValidateTTL(ttl); err != nil {
+		return sema.Grant{}, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return sema.Grant{}, sema.ErrClosed
+	}
+	now := s.mono()
+	l := s.lookup(name, id, now)
+	if l == nil {
+		_, forced := s.revoked[name+"\x00"+id]
+		s.mu.Unlock()
+		if forced {
+			return sema.Grant{}, fmt.Errorf("store: renew %q: %w", name, sema.ErrForceReleased)
+		}
+		return sema.Grant{}, fmt.Errorf("store: renew %q: %w", name, sema.ErrExpired)
+	}
+	if !who.may(l) {
+		s.mu.Unlock()
+		return sema.Grant{}, fmt.Errorf("store: renew %q: %w", name, ErrForbidden)
+	}
+	l.renewed, l.expires = now, now+int64(ttl)
+	s.heap.fix(l)
+	seq := l.seq
+	if ttl > l.ttl {
+		l.ttl = ttl
+		seq = s.wal.append(&record{kind: kindTTL, name: name, id: id, ttl: ttl}, true)
+	}
+	g := s.grantOf(l)
+	s.mu.Unlock()
+	if err := s.wal.wait(ctx, seq); err != nil {
+		return sema.Grant{}, err
+	}
+	return g, nil
+}
+
+// lookup returns the live lease id of name, after expiring overdue holders.
+func (s *Store) lookup(name, id string, now int64) *lease {
+	e := s.names[name]
+	if e == nil {
+		return nil
+	}
+	s.expireEntry(e, now)
+	l := e.find(id)
+	if l == nil {
+		s.dropIfIdle(e)
+	}
+	return l
+}
+
+// Release frees a lease by ID. Unknown or expired IDs → ErrNotHeld.
+func (s *Store) Release(ctx context.Context, name, id string) error {
+	return s.ReleaseAs(ctx, name, id, Caller{Admin: true})
+}
+
+// ReleaseAs frees a lease of who. The release is journaled but not waited
+// for: losing it in a crash only keeps the permits held for one more TTL.
+func (s *Store) ReleaseAs(_ context.Context, name, id string, who Caller) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return sema.ErrClosed
+	}
+	now := s.mono()
+	l := s.lookup(name, id, now)
+	if l == nil {
+		return fmt.Errorf("store: release %q: %w", name, sema.ErrNotHeld)
+	}
+	if !who.may(l) {
+		return fmt.Errorf("store: release %q: %w", name, ErrForbidden)
+	}
+	s.endLocked(l, endRelease, now)
+	s.grantWaiters(l.e, now)
+	s.dropIfIdle(l.e)
+	s.maybeSnapshot()
+	return nil
+}
