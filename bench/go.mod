@@ -1,0 +1,21 @@
+module github.com/sema-dev/sema/bench
+
+go 1.26.0
+
+require (
+	github.com/bsm/redislock v0.9.4
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sema-dev/sema v0.0.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
+
+replace github.com/sema-dev/sema => ../

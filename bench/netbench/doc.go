@@ -1,0 +1,18 @@
+// Package netbench holds the networked comparison benchmarks of sema
+// (issue 4): a `sema serve` process on its embedded, durable store, reached
+// over loopback through backend/remote, against a local Redis with
+// github.com/bsm/redislock and a local PostgreSQL with pg_advisory_lock, in
+// the same run.
+//
+// Run them with scripts/bench.sh, which starts Redis and PostgreSQL
+// (scripts/services.sh) and prints a table of medians. By hand:
+//
+//	eval "$(scripts/services.sh start)"
+//	cd bench && go test -run '^$' -bench . -count 3 ./netbench
+//	scripts/services.sh stop "$SEMA_SERVICES_DIR"
+//
+// Environment (read by the test main only): SEMA_TEST_REDIS_URL and
+// SEMA_TEST_POSTGRES_URL (a comparison is skipped without its URL), and
+// SEMA_BENCH_HEAVY=1 to run BenchmarkHeld (1,000,000 held leases and 10,000
+// waiters; minutes and gigabytes).
+package netbench

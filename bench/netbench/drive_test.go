@@ -1,0 +1,149 @@
+package netbench
+
+import (
+	"context"
+	"crypto/rand"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/backend/remote"
+)
+
+// clients is the number of concurrent clients of benchmarks (a) and (b).
+const clients = 64
+
+// drive runs n goroutines that together call op b.N times, and returns the
+// elapsed wall time. The first error fails the benchmark.
+func drive(b *testing.B, n int, op func(worker int) error) time.Duration {
+	b.Helper()
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		failed  error
+	)
+	b.ResetTimer()
+	start := time.Now()
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				if err := op(w); err != nil {
+					errOnce.Do(func() { failed = err })
+					next.Store(int64(b.N)) // stop everyone
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if failed != nil {
+		b.Fatal(failed)
+	}
+	return elapsed
+}
+
+// runID makes names unique per benchmark run on the shared server.
+func runID() string { return strings.ToLower(rand.Text()[:10]) }
+
+// newSema returns a sema client of the shared server, closed with b.
+func newSema(b *testing.B, s *server) *sema.Client {
+	b.Helper()
+	if s == nil {
+		b.Fatalf("no sema server: %v", srvErr)
+	}
+	rb, err := remote.New(remote.Config{URL: s.url, MaxIdleConns: 4 * clients})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := sema.New(rb)
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// waits collects acquisition waits per worker, without locking.
+type waits [][]time.Duration
+
+func newWaits(n int) waits { return make(waits, n) }
+
+func (w waits) add(worker int, d time.Duration) { w[worker] = append(w[worker], d) }
+
+// report adds wait percentiles (in ms) to b's metrics.
+func (w waits) report(b *testing.B) {
+	var all []time.Duration
+	for _, ws := range w {
+		all = append(all, ws...)
+	}
+	if len(all) == 0 {
+		return
+	}
+	slices.Sort(all)
+	q := func(p float64) float64 {
+		return float64(all[min(len(all)-1, int(p*float64(len(all))))]) / 1e6
+	}
+	b.ReportMetric(q(0.50), "wait-p50-ms")
+	b.ReportMetric(q(0.99), "wait-p99-ms")
+	b.ReportMetric(float64(all[len(all)-1])/1e6, "wait-max-ms")
+}
+
+// handoffs counts acquisitions by a different client than the last holder.
+type handoffs struct {
+	last  atomic.Int64
+	count atomic.Int64
+}
+
+func newHandoffs() *handoffs {
+	h := &handoffs{}
+	h.last.Store(-1)
+	return h
+}
+
+// acquired is called by worker while it holds the lock.
+func (h *handoffs) acquired(worker int) {
+	if prev := h.last.Swap(int64(worker)); prev != int64(worker) && prev >= 0 {
+		h.count.Add(1)
+	}
+}
+
+var bg = context.Background()
+
+// selfCPU returns the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuMeter reports CPU per operation of this process and, if set, of the
+// sema server.
+type cpuMeter struct {
+	srv       *server
+	self, sdb time.Duration
+}
+
+func startCPU(s *server) *cpuMeter {
+	m := &cpuMeter{srv: s, self: selfCPU()}
+	if s != nil {
+		m.sdb = s.cpuTime()
+	}
+	return m
+}
+
+func (m *cpuMeter) report(b *testing.B) {
+	n := float64(b.N)
+	b.ReportMetric(float64((selfCPU()-m.self).Microseconds())/n, "client-cpu-us/op")
+	if m.srv != nil {
+		b.ReportMetric(float64((m.srv.cpuTime()-m.sdb).Microseconds())/n, "server-cpu-us/op")
+	}
+}
