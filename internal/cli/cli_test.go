@@ -82,15 +82,15 @@ func runSema(t *testing.T, backend string, args ...string) (stdout, stderr strin
 // started is a sema process running in the background.
 type started struct {
 	cmd    *exec.Cmd
-	stdout *bytes.Buffer
-	stderr *bytes.Buffer
+	stdout *syncBuffer
+	stderr *syncBuffer
 	done   chan struct{}
 }
 
 func startSema(t *testing.T, backend string, args ...string) *started {
 	t.Helper()
 	c := semaCmd(backend, args...)
-	s := &started{cmd: c, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	s := &started{cmd: c, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	c.Stdout, c.Stderr = s.stdout, s.stderr
 	if err := c.Start(); err != nil {
 		t.Fatal(err)

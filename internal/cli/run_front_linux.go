@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // runFront is sema run as the user sees it: it starts the supervisor (which
@@ -50,6 +53,10 @@ func runFront(env *Env, args []string, cfg runConfig) int {
 	signal.Notify(sigs, append(catchable(forwardedSignals...), syscall.SIGPIPE)...)
 	defer signal.Stop(sigs)
 
+	// As a child subreaper, sema run inherits the job's processes if the
+	// supervisor dies, so it can find and kill them even if it never
+	// learned the job's process group.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	fg := shouldTakeTerminal()
 	sargs := append([]string{"__supervise", "-fg=" + strconv.FormatBool(fg), "-backend", rawURL, "--"}, args...)
 	cmd := exec.Command(self, sargs...)
@@ -105,13 +112,57 @@ func runFront(env *Env, args []string, cfg runConfig) int {
 	}
 	// The supervisor died without finishing: its lease is gone or going.
 	fmt.Fprintf(env.Stderr, "sema run: the supervisor died (%v)\n", err)
-	if f.pgid > 0 {
-		killGroup(f.pgid, syscall.SIGKILL)
-		waitGroupGone(f.pgid, 0)
-		fmt.Fprintln(env.Stderr, "sema run: the job was killed")
-		return ExitLeaseLost
+	killOrphans(f.pgid)
+	fmt.Fprintln(env.Stderr, "sema run: the job was killed")
+	return ExitLeaseLost
+}
+
+// killOrphans kills the job after its supervisor died: the group pgid if
+// known, and the groups of every process reparented to sema run (its child
+// subreaper), until none of them runs. It reaps what it kills.
+func killOrphans(pgid int) {
+	delay := time.Millisecond
+	for {
+		groups := orphanGroups()
+		if pgid > 0 && groupAlive(pgid) {
+			groups = append(groups, pgid)
+		}
+		for _, g := range groups {
+			killGroup(g, syscall.SIGKILL)
+		}
+		for { // reap the orphans (never the supervisor: it is reaped already)
+			if wpid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil); wpid <= 0 || err != nil {
+				break
+			}
+		}
+		if len(groups) == 0 {
+			return
+		}
+		time.Sleep(delay)
+		delay = min(delay*2, 50*time.Millisecond)
 	}
-	return ExitInternal
+}
+
+// orphanGroups returns the process groups of sema run's live children.
+func orphanGroups() []int {
+	self := os.Getpid()
+	names, _ := os.ReadDir("/proc")
+	var groups []int
+	for _, e := range names {
+		name := e.Name()
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + name + "/stat")
+		if err != nil {
+			continue
+		}
+		state, ppid, pgrp, ok := parseStatParent(b)
+		if ok && ppid == self && state != 'Z' && state != 'X' && pgrp > 1 && pgrp != syscall.Getpgrp() {
+			groups = append(groups, pgrp)
+		}
+	}
+	return groups
 }
 
 // front is the state sema run keeps about its supervisor.

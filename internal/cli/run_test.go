@@ -178,6 +178,37 @@ func TestRunSupervisorKilled(t *testing.T) {
 	}
 }
 
+// TestRunSupervisorKilledBeforeReport: the supervisor dies before sema run
+// learned the job's process group; sema run (a child subreaper) still finds
+// and kills the whole job.
+func TestRunSupervisorKilledBeforeReport(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pids")
+	c := semaCmd("mem://", "run", "sup2", "--", "sh", "-c",
+		"trap '' TERM; sleep 100 & echo $PPID $$ $! > "+pidFile+"; sleep 100; wait")
+	c.Env = append(c.Env, "SEMA_TEST_PGID_DELAY=1h")
+	s := &started{cmd: c, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	c.Stdout, c.Stderr = s.stdout, s.stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.Wait(); close(s.done) }()
+	t.Cleanup(func() { c.Process.Kill() })
+	ps := pids(t, waitFile(t, pidFile, s))
+	if err := syscall.Kill(ps[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.wait(t, 30*time.Second); code != ExitLeaseLost {
+		t.Fatalf("exit %d, want %d; stderr: %s", code, ExitLeaseLost, s.stderr)
+	}
+	for _, p := range ps[1:] {
+		if processRunning(p) {
+			t.Errorf("job process %d still running", p)
+		}
+	}
+}
+
 // TestRunGivesJobTheTerminal: run from a terminal, the job's process group
 // gets the terminal (as a shell gives it to a foreground job), so a job that
 // reads the terminal is not stopped by SIGTTIN. Without a pty tool the test

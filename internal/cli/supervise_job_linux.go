@@ -101,6 +101,9 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 		return ExitCannotExec
 	}
 	pgid := p.Pid
+	if d, err := time.ParseDuration(os.Getenv("SEMA_TEST_PGID_DELAY")); err == nil {
+		time.Sleep(d) // tests: widen the window in which sema run does not know the group
+	}
 	s.out.send(fmt.Sprintf("pgid %d", pgid))
 	events := make(chan jobEvent, 1)
 	go s.watch(pgid, events)

@@ -53,19 +53,26 @@ func groupAlive(pgid int) bool {
 // parseStat extracts the state and process group from /proc/PID/stat:
 // "pid (comm) state ppid pgrp ...", where comm may hold spaces and parens.
 func parseStat(b []byte) (state byte, pgrp int, ok bool) {
+	state, _, pgrp, ok = parseStatParent(b)
+	return state, pgrp, ok
+}
+
+// parseStatParent also returns the parent PID.
+func parseStatParent(b []byte) (state byte, ppid, pgrp int, ok bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	f := bytes.Fields(b[i+1:])
 	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
-	pg, err := strconv.Atoi(string(f[2]))
-	if err != nil {
-		return 0, 0, false
+	pp, err1 := strconv.Atoi(string(f[1]))
+	pg, err2 := strconv.Atoi(string(f[2]))
+	if err1 != nil || err2 != nil {
+		return 0, 0, 0, false
 	}
-	return f[0][0], pg, true
+	return f[0][0], pp, pg, true
 }
 
 // waitGroupGone polls until the group has no live process or timeout
