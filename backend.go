@@ -91,23 +91,23 @@ const (
 // Guarantees is what a backend promises, declared in code so that tests and
 // users can check it.
 type Guarantees struct {
-	Scope Scope
+	Scope Scope `json:"scope"`
 	// FIFO: waiters are granted in arrival order and a later, smaller
 	// request never overtakes an earlier one.
-	FIFO bool
+	FIFO bool `json:"fifo"`
 	// Linearizable: every operation takes effect atomically at one point
 	// between its call and its return, for all clients.
-	Linearizable bool
+	Linearizable bool `json:"linearizable"`
 	// DurableFencing: tokens never go back, even after the backend restarts.
-	DurableFencing bool
+	DurableFencing bool `json:"durable_fencing"`
 	// SurvivesFailover: leases and tokens survive the loss of a server
 	// (replication with acknowledgement).
-	SurvivesFailover bool
+	SurvivesFailover bool `json:"survives_failover"`
 	// Wakeup names the event that wakes waiters ("in-process", "long-poll",
 	// "pub/sub", …).
-	Wakeup string
+	Wakeup string `json:"wakeup"`
 	// Notes are caveats in one or two sentences.
-	Notes string
+	Notes string `json:"notes,omitempty"`
 }
 
 // Request asks a backend for Weight permits of the semaphore Name with
