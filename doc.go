@@ -60,6 +60,10 @@
 // # Backends
 //
 //   - backend/mem (mem://): one process, FIFO, the reference implementation.
+//   - backend/file (file:///dir): the processes of one host, no daemon; a
+//     holder that dies frees its permits at once.
+//   - backend/remote (http(s)://host:port): many hosts, through the
+//     `sema serve` server and its durable embedded store.
 //
 // Errors wrap the sentinels in errors.go; check them with [errors.Is].
 package sema
