@@ -51,6 +51,15 @@ func newLease(c *Client, g Grant, cfg *acquireConfig, now, deadline time.Time, p
 	return l
 }
 
+// stopTimer stops the lease's timer and forgets it: once stopped it may be
+// lent to another lease, so it must never be touched again from here.
+func (l *Lease) stopTimer() {
+	if l.timer != nil {
+		l.timer.stop()
+		l.timer = nil
+	}
+}
+
 // nextWake is how long until the timer must fire: the next renewal with
 // keepalive on, else the deadline.
 func (l *Lease) nextWake(now time.Time) time.Duration {
@@ -136,7 +145,7 @@ func (l *Lease) endLocked(reason error) {
 	}
 	l.ended = true
 	l.reason = reason
-	l.timer.stop()
+	l.stopTimer()
 	if l.maxHoldT != nil {
 		l.maxHoldT.Stop()
 	}
@@ -162,7 +171,7 @@ func (l *Lease) Release(ctx context.Context) error {
 func (l *Lease) release(ctx context.Context) error {
 	l.mu.Lock()
 	l.stopping = true
-	l.timer.stop()
+	l.stopTimer()
 	if l.inflight != nil {
 		l.inflight()
 	}

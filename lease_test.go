@@ -3,6 +3,8 @@ package sema_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -243,4 +245,46 @@ func FuzzRequestValidate(f *testing.F) {
 			t.Fatalf("error %v wraps no sentinel", err)
 		}
 	})
+}
+
+// Leases that end while others start must never touch a timer lent to
+// another lease: every lease still ends on its own deadline.
+func TestTimersNotShared(t *testing.T) {
+	c := sema.New(mem.New())
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			m := c.Mutex(fmt.Sprintf("churn-%d", i))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := m.Acquire(context.Background(), sema.WithTTL(time.Second), sema.WithoutKeepalive())
+				if err == nil {
+					_ = l.Release(context.Background())
+				}
+			}
+		})
+	}
+	var leases []*sema.Lease
+	for i := range 20 {
+		l, err := c.Mutex(fmt.Sprintf("watched-%d", i)).Acquire(context.Background(), sema.WithTTL(500*time.Millisecond), sema.WithoutKeepalive())
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, l := range leases {
+		select {
+		case <-l.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s never reached its deadline: its timer was stopped by another lease", l)
+		}
+	}
+	close(stop)
+	wg.Wait()
 }
