@@ -25,11 +25,12 @@ func newID() string {
 		rand.Read(p.b[:]) // never fails (crypto/rand, Go ≥ 1.24)
 		p.n = len(p.b)
 	}
-	s := idEnc.EncodeToString(p.b[p.n-16 : p.n])
+	var out [26]byte
+	idEnc.Encode(out[:], p.b[p.n-16:p.n])
 	clear(p.b[p.n-16 : p.n])
 	p.n -= 16
 	idPool.Put(p)
-	return s
+	return string(out[:])
 }
 
 // leaseTimer is a reusable timer whose callback ticks the lease it is lent

@@ -35,7 +35,8 @@ type Lease struct {
 	cancel    context.CancelCauseFunc
 
 	renewMu sync.Mutex // held for the duration of each renewal
-	relOnce sync.Once
+	relMu   sync.Mutex // serialises Release calls
+	relDone bool
 	relErr  error
 }
 
@@ -164,7 +165,12 @@ func (l *Lease) endLocked(reason error) {
 // result. It returns nil if the lease was held until released, or an error
 // wrapping ErrLeaseLost if it had been lost before.
 func (l *Lease) Release(ctx context.Context) error {
-	l.relOnce.Do(func() { l.relErr = l.release(ctx) })
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	if !l.relDone {
+		l.relErr = l.release(ctx)
+		l.relDone = true
+	}
 	return l.relErr
 }
 
@@ -182,8 +188,8 @@ func (l *Lease) release(ctx context.Context) error {
 
 	var err error
 	if l.c.local {
-		// An in-process backend answers at once: no timer needed to bound it.
-		err = l.c.b.Release(context.WithoutCancel(ctx), l.g.Name, l.g.ID)
+		// An in-process backend answers at once: nothing to bound or cancel.
+		err = l.c.b.Release(context.Background(), l.g.Name, l.g.ID)
 	} else {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.releaseTimeout)
 		defer cancel()

@@ -57,13 +57,22 @@ func (s *Semaphore) Describe(ctx context.Context) (Status, error) {
 
 func (s *Semaphore) config(opts []AcquireOption) (acquireConfig, error) {
 	cfg := acquireConfig{ttl: DefaultTTL, weight: 1, keepalive: true, owner: s.c.owner}
-	for _, o := range s.opts {
-		o(&cfg)
-	}
-	for _, o := range opts {
-		o(&cfg)
+	if len(s.opts)+len(opts) > 0 {
+		cfg = applyOptions(cfg, s.opts, opts)
 	}
 	return cfg, cfg.resolve()
+}
+
+// applyOptions is apart from config so that the common call without options
+// does not move the config to the heap.
+func applyOptions(cfg acquireConfig, lists ...[]AcquireOption) acquireConfig {
+	p := &cfg
+	for _, list := range lists {
+		for _, o := range list {
+			o(p)
+		}
+	}
+	return *p
 }
 
 func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption) (*Lease, error) {
