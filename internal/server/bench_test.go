@@ -142,6 +142,24 @@ func BenchmarkInProcessDistinct(b *testing.B) {
 	reportStore(b, ts)
 }
 
+// BenchmarkInProcessDistinctWait is BenchmarkInProcessDistinct with the
+// blocking acquire clients use (a long poll answered at once).
+func BenchmarkInProcessDistinctWait(b *testing.B) {
+	const clients = 64
+	ts := newTS(b, nil, nil)
+	c := loadClient(clients)
+	runLoad(b, clients, func(cl, i int) error {
+		name := fmt.Sprintf("bench/distinct/%d", cl)
+		env, err := post(c, ts.url+wire.PathAcquire, fmt.Appendf(nil, `{"name":%q,"ttl_ms":30000,"wait_ms":60000}`, name))
+		if err != nil {
+			return err
+		}
+		_, err = post(c, ts.url+wire.PathRelease, fmt.Appendf(nil, `{"name":%q,"id":%q}`, name, env.Lease.ID))
+		return err
+	})
+	reportStore(b, ts)
+}
+
 func BenchmarkInProcessSerial(b *testing.B) {
 	ts := newTS(b, nil, nil)
 	c := loadClient(1)

@@ -61,7 +61,7 @@ func ttlOf(ms int64) (time.Duration, error) {
 // and how long it may wait (capped at maxWait).
 func decodeAcquire(body io.Reader, maxWait time.Duration) (sema.Request, time.Duration, error) {
 	var in wire.AcquireRequest
-	if err := decodeJSON(body, &in); err != nil {
+	if err := readBody(body, &in, func(b []byte) bool { return fastAcquire(b, &in) }); err != nil {
 		return sema.Request{}, 0, err
 	}
 	return acquireRequest(&in, maxWait)
@@ -98,7 +98,7 @@ func acquireRequest(in *wire.AcquireRequest, maxWait time.Duration) (sema.Reques
 
 func decodeRenew(body io.Reader) (wire.RenewRequest, time.Duration, error) {
 	var in wire.RenewRequest
-	if err := decodeJSON(body, &in); err != nil {
+	if err := readBody(body, &in, func(b []byte) bool { return fastRenew(b, &in) }); err != nil {
 		return in, 0, err
 	}
 	if err := checkLease(in.Name, in.ID); err != nil {
@@ -110,7 +110,7 @@ func decodeRenew(body io.Reader) (wire.RenewRequest, time.Duration, error) {
 
 func decodeRelease(body io.Reader) (wire.ReleaseRequest, error) {
 	var in wire.ReleaseRequest
-	if err := decodeJSON(body, &in); err != nil {
+	if err := readBody(body, &in, func(b []byte) bool { return fastRelease(b, &in) }); err != nil {
 		return in, err
 	}
 	return in, checkLease(in.Name, in.ID)

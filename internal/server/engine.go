@@ -15,6 +15,9 @@ import (
 // engine is what the handlers need from the store they serve.
 type engine interface {
 	acquire(ctx context.Context, req sema.Request, who store.Caller, wait bool) (sema.Grant, error)
+	// acquireNow answers req if it needs no wait in the queue (done);
+	// otherwise it changes nothing and the caller waits with acquire.
+	acquireNow(ctx context.Context, req sema.Request, who store.Caller) (g sema.Grant, done bool, err error)
 	renew(ctx context.Context, name, id string, ttl time.Duration, who store.Caller) (sema.Grant, error)
 	release(ctx context.Context, name, id string, who store.Caller) error
 }
@@ -25,6 +28,11 @@ type storeEngine struct{ s *store.Store }
 
 func (e storeEngine) acquire(ctx context.Context, req sema.Request, who store.Caller, wait bool) (sema.Grant, error) {
 	return e.s.AcquireAs(ctx, req, who, wait)
+}
+
+func (e storeEngine) acquireNow(ctx context.Context, req sema.Request, who store.Caller) (sema.Grant, bool, error) {
+	g, granted, err := e.s.AcquireNow(ctx, req, who)
+	return g, granted || err != nil, err
 }
 
 func (e storeEngine) renew(ctx context.Context, name, id string, ttl time.Duration, who store.Caller) (sema.Grant, error) {
@@ -112,6 +120,12 @@ func (e *backendEngine) acquire(ctx context.Context, req sema.Request, who store
 		e.bind(g, who.Principal)
 	}
 	return g, err
+}
+
+// acquireNow never answers: a generic backend cannot tell a wait from a
+// refusal without side effects, so every waiting acquire long-polls.
+func (e *backendEngine) acquireNow(context.Context, sema.Request, store.Caller) (sema.Grant, bool, error) {
+	return sema.Grant{}, false, nil
 }
 
 // poll waits on a backend that does not queue waiters: on its events if it

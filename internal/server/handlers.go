@@ -28,11 +28,18 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request, who calle
 		s.fail(w, routeAcquire, errShuttingDown, who, false)
 		return
 	}
+	var g sema.Grant
 	if wait > 0 {
-		s.longPoll(w, r, req, wait, who)
-		return
+		// The long-poll machinery (deadlines, contexts, heartbeat timer)
+		// is set up only for a request that must wait.
+		var done bool
+		if g, done, err = s.eng.acquireNow(r.Context(), req, who.Caller); !done {
+			s.longPoll(w, r, req, wait, who)
+			return
+		}
+	} else {
+		g, err = s.eng.acquire(r.Context(), req, who.Caller, false)
 	}
-	g, err := s.eng.acquire(r.Context(), req, who.Caller, false)
 	if err != nil {
 		if r.Context().Err() != nil {
 			s.m.request(routeAcquire, codeGone)

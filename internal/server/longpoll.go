@@ -32,11 +32,10 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, req sema.Reque
 	defer cancel(nil)
 	stop := context.AfterFunc(s.closing, func() { cancel(errShuttingDown) })
 	defer stop()
-	wctx, wcancel := context.WithTimeoutCause(ctx, wait, errWaitOver)
-	defer wcancel()
 
-	hb := startHeartbeat(w, s.cfg.Heartbeat)
-	g, err := s.eng.acquire(wctx, req, who.Caller, true)
+	// One timer serves both the heartbeats and the end of wait.
+	hb := startHeartbeat(w, s.cfg.Heartbeat, wait, cancel)
+	g, err := s.eng.acquire(ctx, req, who.Caller, true)
 	committed := hb.stop()
 	if err == nil {
 		s.deliver(w, r, routeAcquire, g, req.TTL, committed)
@@ -46,9 +45,9 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, req sema.Reque
 		s.m.request(routeAcquire, codeGone)
 		return
 	}
-	switch context.Cause(wctx) {
+	switch context.Cause(ctx) {
 	case errWaitOver:
-		err = s.heldError(wctx, req.Name, err)
+		err = s.heldError(ctx, req.Name, err)
 	case errShuttingDown:
 		err = errShuttingDown
 	}
@@ -69,20 +68,23 @@ func (s *Server) heldError(ctx context.Context, name string, err error) error {
 }
 
 // heartbeat writes a space every interval once the first interval has
-// passed, so that clients and proxies see a live connection.
+// passed, so that clients and proxies see a live connection, and ends the
+// wait (cancel with errWaitOver) at its deadline: one timer for both.
 type heartbeat struct {
 	mu        sync.Mutex
 	w         http.ResponseWriter
 	timer     *time.Timer
 	interval  time.Duration
+	deadline  time.Time
+	cancel    context.CancelCauseFunc
 	committed bool
 	stopped   bool
 }
 
-func startHeartbeat(w http.ResponseWriter, interval time.Duration) *heartbeat {
-	h := &heartbeat{w: w, interval: interval}
+func startHeartbeat(w http.ResponseWriter, interval, wait time.Duration, cancel context.CancelCauseFunc) *heartbeat {
+	h := &heartbeat{w: w, interval: interval, deadline: time.Now().Add(wait), cancel: cancel}
 	h.mu.Lock()
-	h.timer = time.AfterFunc(interval, h.tick)
+	h.timer = time.AfterFunc(min(interval, wait), h.tick)
 	h.mu.Unlock()
 	return h
 }
@@ -93,6 +95,11 @@ func (h *heartbeat) tick() {
 	if h.stopped {
 		return
 	}
+	left := time.Until(h.deadline)
+	if left <= 0 {
+		h.cancel(errWaitOver)
+		return
+	}
 	if !h.committed {
 		h.w.Header()["Content-Type"] = jsonType
 		h.w.WriteHeader(http.StatusOK)
@@ -101,7 +108,7 @@ func (h *heartbeat) tick() {
 	if _, err := h.w.Write([]byte{' '}); err != nil || flush(h.w) != nil {
 		return // the client is gone: its request context ends the wait
 	}
-	h.timer.Reset(h.interval)
+	h.timer.Reset(min(h.interval, left))
 }
 
 // stop ends the heartbeats (waiting for one in progress) and reports

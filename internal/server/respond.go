@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/sema-dev/sema"
@@ -18,13 +19,51 @@ var jsonType = []string{"application/json"}
 // codeGone labels requests whose client left before the answer.
 const codeGone = "client_gone"
 
+// lengths holds the Content-Length values of common body sizes, shared
+// by all responses (net/http only reads header values).
+var lengths = func() [][]string {
+	l := make([][]string, 1024)
+	for i := range l {
+		l[i] = []string{strconv.Itoa(i)}
+	}
+	return l
+}()
+
+func contentLength(n int) []string {
+	if n < len(lengths) {
+		return lengths[n]
+	}
+	return []string{strconv.Itoa(n)}
+}
+
+// dateCache is the Date header of the current second: net/http formats
+// one per response otherwise.
+type dateCache struct {
+	sec int64
+	val []string
+}
+
+var lastDate atomic.Pointer[dateCache]
+
+func httpDate() []string {
+	now := time.Now()
+	sec := now.Unix()
+	if d := lastDate.Load(); d != nil && d.sec == sec {
+		return d.val
+	}
+	d := &dateCache{sec: sec, val: []string{now.UTC().Format(http.TimeFormat)}}
+	lastDate.Store(d)
+	return d.val
+}
+
 // writeBody writes a complete JSON body. After a long-poll heartbeat the
 // status line is already out (committed): only the body is written.
 func writeBody(w http.ResponseWriter, status int, body []byte, committed bool) error {
 	if !committed {
 		h := w.Header()
 		h["Content-Type"] = jsonType
-		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+		h["Content-Length"] = contentLength(len(body))
+		h["Date"] = httpDate()
 		w.WriteHeader(status)
 	}
 	_, err := w.Write(body)

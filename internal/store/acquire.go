@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sema-dev/sema"
@@ -21,6 +22,43 @@ func (s *Store) Acquire(ctx context.Context, req sema.Request) (sema.Grant, erro
 // grant is returned only once it is on disk. A request repeating the ID of
 // a live lease of the same name returns that lease (if who may see it).
 func (s *Store) AcquireAs(ctx context.Context, req sema.Request, who Caller, wait bool) (sema.Grant, error) {
+	mode := modeTry
+	if wait {
+		mode = modeWait
+	}
+	g, _, err := s.acquire(ctx, req, who, mode)
+	return g, err
+}
+
+// AcquireNow grants req to who if that needs no wait in the queue (or
+// returns the live lease of a repeated ID), exactly as AcquireAs would.
+// When req would have to wait, it reports granted == false with no error
+// and queues nothing, so that the caller can set up its wait (a server's
+// long-poll machinery) only when one is needed, then call AcquireAs.
+func (s *Store) AcquireNow(ctx context.Context, req sema.Request, who Caller) (g sema.Grant, granted bool, err error) {
+	return s.acquire(ctx, req, who, modeNow)
+}
+
+// Modes of acquire.
+const (
+	modeTry  = iota // fail with a *sema.HeldError if req must wait
+	modeWait        // wait in the queue
+	modeNow         // report granted == false if req must wait
+)
+
+func (s *Store) acquire(ctx context.Context, req sema.Request, who Caller, mode int) (sema.Grant, bool, error) {
+	g, err := s.acquireMode(ctx, req, who, mode)
+	if err == errMustWait {
+		return sema.Grant{}, false, nil
+	}
+	return g, err == nil, err
+}
+
+// errMustWait is acquireMode's answer in modeNow when req must wait.
+var errMustWait = errors.New("store: must wait")
+
+func (s *Store) acquireMode(ctx context.Context, req sema.Request, who Caller, mode int) (sema.Grant, error) {
+	wait := mode == modeWait
 	if err := req.Validate(); err != nil {
 		return sema.Grant{}, err
 	}
@@ -58,6 +96,11 @@ func (s *Store) AcquireAs(ctx context.Context, req sema.Request, who Caller, wai
 		g, seq := s.grantOf(l), l.seq
 		s.mu.Unlock()
 		return s.deliver(ctx, l, g, seq)
+	}
+	if mode == modeNow {
+		s.dropIfIdle(e)
+		s.mu.Unlock()
+		return sema.Grant{}, errMustWait
 	}
 	if !wait {
 		err := s.heldError(e)
