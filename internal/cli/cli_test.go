@@ -89,7 +89,14 @@ type started struct {
 
 func startSema(t *testing.T, backend string, args ...string) *started {
 	t.Helper()
+	return startSemaEnv(t, nil, backend, args...)
+}
+
+// startSemaEnv is startSema with extra environment variables.
+func startSemaEnv(t *testing.T, env []string, backend string, args ...string) *started {
+	t.Helper()
 	c := semaCmd(backend, args...)
+	c.Env = append(c.Env, env...)
 	s := &started{cmd: c, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	c.Stdout, c.Stderr = s.stdout, s.stderr
 	if err := c.Start(); err != nil {

@@ -157,22 +157,7 @@ func TestRunKeepsIgnoredSignals(t *testing.T) {
 // is killed, sema run kills the whole job itself and exits 76.
 func TestRunSupervisorKilled(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	pidFile := filepath.Join(dir, "pids")
-	s := startSema(t, "mem://", "run", "sup", "--", "sh", "-c",
-		"trap '' TERM; sleep 100 & echo $PPID $$ $! > "+pidFile+"; sleep 100; wait")
-	ps := pids(t, waitFile(t, pidFile, s))
-	if err := syscall.Kill(ps[0], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if code := s.wait(t, 30*time.Second); code != ExitLeaseLost {
-		t.Fatalf("exit %d, want %d; stderr: %s", code, ExitLeaseLost, s.stderr)
-	}
-	for _, p := range ps[1:] {
-		if processRunning(p) {
-			t.Errorf("job process %d still running", p)
-		}
-	}
+	s := supervisorKilled(t, "sup", nil)
 	if !strings.Contains(s.stderr.String(), "supervisor died") {
 		t.Errorf("stderr: %q", s.stderr)
 	}
@@ -183,18 +168,17 @@ func TestRunSupervisorKilled(t *testing.T) {
 // and kills the whole job.
 func TestRunSupervisorKilledBeforeReport(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	pidFile := filepath.Join(dir, "pids")
-	c := semaCmd("mem://", "run", "sup2", "--", "sh", "-c",
+	supervisorKilled(t, "sup2", []string{"SEMA_TEST_PGID_DELAY=1h"})
+}
+
+// supervisorKilled runs a job that ignores SIGTERM and has a background
+// child, SIGKILLs the supervisor, and checks that sema run exits 76 with no
+// job process left.
+func supervisorKilled(t *testing.T, name string, env []string) *started {
+	t.Helper()
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	s := startSemaEnv(t, env, "mem://", "run", name, "--", "sh", "-c",
 		"trap '' TERM; sleep 100 & echo $PPID $$ $! > "+pidFile+"; sleep 100; wait")
-	c.Env = append(c.Env, "SEMA_TEST_PGID_DELAY=1h")
-	s := &started{cmd: c, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
-	c.Stdout, c.Stderr = s.stdout, s.stderr
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { c.Wait(); close(s.done) }()
-	t.Cleanup(func() { c.Process.Kill() })
 	ps := pids(t, waitFile(t, pidFile, s))
 	if err := syscall.Kill(ps[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -207,6 +191,7 @@ func TestRunSupervisorKilledBeforeReport(t *testing.T) {
 			t.Errorf("job process %d still running", p)
 		}
 	}
+	return s
 }
 
 // TestRunGivesJobTheTerminal: run from a terminal, the job's process group
