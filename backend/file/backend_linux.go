@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sema-dev/sema"
@@ -22,6 +23,9 @@ type Backend struct {
 	log  *slog.Logger
 	boot [16]byte
 	done chan struct{} // closed by Close
+
+	sweepMu  sync.Mutex   // held by a sweep until its files are closed; before mu
+	slotHint atomic.Int64 // the liveness slot last taken (see takeSlot)
 
 	mu      sync.Mutex
 	names   map[string]*nameFile
@@ -90,6 +94,8 @@ func (b *Backend) Guarantees() sema.Guarantees {
 // Close fails current waiters with sema.ErrClosed and closes every file,
 // which ends this process's leases: other processes see them as dead.
 func (b *Backend) Close() error {
+	b.sweepMu.Lock() // the files a sweep took out of names are closed too
+	defer b.sweepMu.Unlock()
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -230,19 +236,31 @@ func (b *Backend) createFile(path, name string) error {
 
 // sweep closes files idle for IdleClose: no lease of this backend is live
 // on them and nobody here waits. Closing drops this process's liveness lock.
+// The files are closed after b.mu is released: a sweep may close hundreds
+// of them, and every step of this backend takes b.mu (in ref). A step that
+// opens the name meanwhile gets a new descriptor of its own.
 func (b *Backend) sweep(t *time.Ticker) {
+	var idle []*os.File
 	for {
 		select {
 		case <-b.done:
 			return
 		case now := <-t.C:
+			b.sweepMu.Lock()
 			b.mu.Lock()
 			for name, nf := range b.names {
-				if nf.refs == 0 && now.Sub(nf.idleSince) >= b.cfg.IdleClose && nf.closeIfIdle(now) {
+				if nf.refs == 0 && now.Sub(nf.idleSince) >= b.cfg.IdleClose && nf.detachIfIdle(now) {
 					delete(b.names, name)
+					idle = append(idle, nf.f)
 				}
 			}
 			b.mu.Unlock()
+			for i, f := range idle {
+				f.Close()
+				idle[i] = nil
+			}
+			idle = idle[:0]
+			b.sweepMu.Unlock()
 		}
 	}
 }

@@ -146,13 +146,21 @@ func ctxErr(err error) bool {
 // takeSlot finds a free liveness slot and locks it. Called with the state
 // lock held, so the entries of a dead previous owner of the slot are purged
 // (by nonce) before anyone could mistake them for ours.
+//
+// The search starts at the slot this backend last took on any name: the
+// backends of a host tend to keep one slot each on every file, so a file
+// (re)opened while others have it open costs one probe, not one per open
+// file of the name.
 func (nf *nameFile) takeSlot() error {
-	for s := int64(0); s < maxSlots; s++ {
+	start := nf.b.slotHint.Load() % maxSlots
+	for i := int64(0); i < maxSlots; i++ {
+		s := (start + i) % maxSlots
 		ok, err := tryLock(nf.rc, unix.F_WRLCK, slotBase+s)
 		if err != nil {
 			return nf.ioErr("take liveness slot", err)
 		}
 		if ok {
+			nf.b.slotHint.Store(s)
 			var n [8]byte
 			rand.Read(n[:])
 			nf.slot, nf.nonce = s, binary.LittleEndian.Uint64(n[:])|1
@@ -188,9 +196,11 @@ func (nf *nameFile) write(st *state) error {
 	return nil
 }
 
-// closeIfIdle closes the file if this backend neither holds a live lease on
-// it nor waits for it. Called with b.mu held.
-func (nf *nameFile) closeIfIdle(now time.Time) bool {
+// detachIfIdle reports whether this backend neither holds a live lease on
+// the file nor waits for it; if so it drops the file's inotify watch, and
+// the caller removes nf from b.names and closes nf.f once b.mu is released.
+// Called with b.mu held.
+func (nf *nameFile) detachIfIdle(now time.Time) bool {
 	select {
 	case nf.lk <- struct{}{}:
 	default:
@@ -206,10 +216,11 @@ func (nf *nameFile) closeIfIdle(now time.Time) bool {
 	if nf.pumping || len(nf.waiting) > 0 {
 		return false
 	}
+	// Under b.mu, so that a new nameFile of the same name, whose watch
+	// would get the same descriptor from the kernel, cannot be watching yet.
 	if nf.wd >= 0 && nf.b.watch != nil { // b.mu is held: not via removeWatch
 		nf.b.watch.remove(nf.wd)
 		nf.wd = -1
 	}
-	nf.f.Close()
 	return true
 }

@@ -19,12 +19,14 @@ func (l *flockLocker) lock(_ context.Context, key int) (time.Duration, func() er
 	if key >= 0 {
 		path = pivotPath(l.dir, "sharded", key)
 	}
+	// The open is part of taking the lock, as sema's Acquire includes
+	// opening its state file.
+	start := time.Now()
 	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return 0, nil, err
 	}
 	fd := int(f.Fd())
-	start := time.Now()
 	for {
 		err = syscall.Flock(fd, syscall.LOCK_EX)
 		if err != syscall.EINTR {

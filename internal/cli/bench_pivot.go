@@ -27,7 +27,7 @@ and rename it over the old one, unlock. Two layouts: one global lock and file
 holding every server ("global"), or one lock and file per server
 ("sharded"); each under sema (one client per worker, as separate processes
 would have) and under bare flock(2) on a lock file per data file. The wait is
-the time spent in Acquire or in flock(LOCK_EX).
+the time spent in Acquire, or in opening the lock file and flock(LOCK_EX).
 
 Workers are goroutines of this process with their own backend connections
 and file descriptors: kernel locks treat them as they treat processes.
