@@ -124,6 +124,15 @@ func newEnv(t *testing.T, cfg Config) *env {
 	return e
 }
 
+// client returns the client over b for even i and over the peer for odd
+// i, so that concurrent workers mix both handles.
+func (e *env) client(i int) *sema.Client {
+	if i%2 == 1 {
+		return e.p
+	}
+	return e.c
+}
+
 // name returns a unique name for this subtest.
 func (e *env) name(s string) string { return e.prefix + s }
 

@@ -15,10 +15,7 @@ func testTokens(t *testing.T, e *env) {
 	var last uint64
 	for i := range 10 {
 		name := a
-		c := e.c
-		if i%2 == 1 {
-			c = e.p
-		}
+		c := e.client(i)
 		l := e.mustAcquire(c.Mutex(name))
 		if l.Token() <= last {
 			t.Fatalf("token %d after %d: not strictly increasing", l.Token(), last)

@@ -75,10 +75,7 @@ func testExclusionHammer(t *testing.T, e *env) {
 	ck := e.startChecker(name, limit)
 	var wg sync.WaitGroup
 	for i := range workers {
-		c := e.c
-		if i%2 == 1 {
-			c = e.p
-		}
+		c := e.client(i)
 		wg.Go(func() {
 			s := c.Semaphore(name, limit)
 			for range iters {
@@ -122,10 +119,7 @@ func testMutexCounter(t *testing.T, e *env) {
 	counter := 0
 	var wg sync.WaitGroup
 	for i := range workers {
-		c := e.c
-		if i%2 == 1 {
-			c = e.p
-		}
+		c := e.client(i)
 		wg.Go(func() {
 			for range iters {
 				err := c.Do(e.ctx(30*time.Second), name, func(context.Context) error {
@@ -241,10 +235,7 @@ func testFIFOOrder(t *testing.T, e *env) {
 	first := e.mustAcquire(e.c.Mutex(name))
 	got := make(chan int, n)
 	for i := range n {
-		c := e.c
-		if i%2 == 1 {
-			c = e.p
-		}
+		c := e.client(i)
 		go func() {
 			l := e.mustAcquireBG(c.Mutex(name))
 			got <- i
@@ -269,10 +260,7 @@ func testCancelWhileWaiting(t *testing.T, e *env) {
 	var granted, cancelled atomic.Int64
 	var wg sync.WaitGroup
 	for i := range workers {
-		c := e.c
-		if i%2 == 1 {
-			c = e.p
-		}
+		c := e.client(i)
 		wg.Go(func() {
 			s := c.Semaphore(name, limit)
 			for range iters {
