@@ -18,39 +18,57 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	if err := req.Validate(); err != nil {
 		return sema.Grant{}, err
 	}
-	nf, err := b.ref(req.Name, true)
+	var g sema.Grant
+	err := b.step(ctx, req.Name, true, func(nf *nameFile, st *state, now time.Time) error {
+		if i := st.holder(req.ID); i >= 0 { // a retry of a granted request
+			g = st.grantOf(&st.Holders[i])
+			return nf.commit(st, now)
+		}
+		var err error
+		switch {
+		case st.waiter(req.ID) >= 0:
+			err = st.heldError()
+		default:
+			err = nf.checkLimit(st, req.Limit)
+			if errors.Is(err, errLimitUnknown) || err == nil && (len(st.Waiters) > 0 || !st.fits(req.Weight)) {
+				err = st.heldError()
+			}
+		}
+		if err != nil {
+			if cerr := nf.commit(st, now); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+		g, err = nf.grantNow(st, &req, now)
+		return err
+	})
 	if err != nil {
 		return sema.Grant{}, err
 	}
+	return g, nil
+}
+
+// step runs fn on the current state of name under its state lock: the
+// shape of every operation that is one read-modify-write (Acquire differs:
+// it waits between steps). A missing file is created if create is set,
+// else step returns an error wrapping errNoFile.
+func (b *Backend) step(ctx context.Context, name string, create bool, fn func(nf *nameFile, st *state, now time.Time) error) error {
+	nf, err := b.ref(name, create)
+	if err != nil {
+		return err
+	}
 	defer b.unref(nf)
 	if err := nf.begin(ctx); err != nil {
-		return sema.Grant{}, err
+		return err
 	}
 	defer nf.end()
 	now := time.Now()
 	st, err := nf.load(now)
 	if err != nil {
-		return sema.Grant{}, err
+		return err
 	}
-	if i := st.holder(req.ID); i >= 0 { // a retry of a granted request
-		return st.grantOf(&st.Holders[i]), nf.commit(st, now)
-	}
-	switch {
-	case st.waiter(req.ID) >= 0:
-		err = st.heldError()
-	default:
-		err = nf.checkLimit(st, req.Limit)
-		if errors.Is(err, errLimitUnknown) || err == nil && (len(st.Waiters) > 0 || !st.fits(req.Weight)) {
-			err = st.heldError()
-		}
-	}
-	if err != nil {
-		if cerr := nf.commit(st, now); cerr != nil {
-			return sema.Grant{}, cerr
-		}
-		return sema.Grant{}, err
-	}
-	return nf.grantNow(st, &req, now)
+	return fn(nf, st, now)
 }
 
 // Acquire waits in the name's FIFO queue, shared by all processes, until
@@ -186,45 +204,40 @@ func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration)
 	if err := sema.ValidateName(name); err != nil {
 		return sema.Grant{}, err
 	}
-	nf, err := b.ref(name, false)
-	if errors.Is(err, errNoFile) {
-		return sema.Grant{}, fmt.Errorf("file: renew %q: %w", name, sema.ErrLeaseLost)
-	} else if err != nil {
-		return sema.Grant{}, err
-	}
-	defer b.unref(nf)
-	if err := nf.begin(ctx); err != nil {
-		return sema.Grant{}, err
-	}
-	defer nf.end()
-	now := time.Now()
-	st, err := nf.load(now)
-	if err != nil {
-		return sema.Grant{}, err
-	}
-	i := st.holder(id)
-	if i < 0 {
-		delete(nf.leases, id)
+	var g sema.Grant
+	err := b.step(ctx, name, false, func(nf *nameFile, st *state, now time.Time) error {
+		i := st.holder(id)
+		if i < 0 {
+			delete(nf.leases, id)
+			if err := nf.commit(st, now); err != nil {
+				return err
+			}
+			if st.revoked(id) {
+				return fmt.Errorf("file: renew %q: %w", name, sema.ErrForceReleased)
+			}
+			return fmt.Errorf("file: renew %q: %w", name, sema.ErrLeaseLost)
+		}
+		h := &st.Holders[i]
+		h.Renewed, h.Expires = now.UnixNano(), now.UnixNano()+int64(ttl)
+		rec := *h
+		nf.dirty = true
 		if err := nf.commit(st, now); err != nil {
-			return sema.Grant{}, err
+			return err
 		}
-		if st.revoked(id) {
-			return sema.Grant{}, fmt.Errorf("file: renew %q: %w", name, sema.ErrForceReleased)
+		if l, ok := nf.leases[id]; ok {
+			l.rec = rec
+			nf.leases[id] = l
 		}
+		g = st.grantOf(&rec)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNoFile):
 		return sema.Grant{}, fmt.Errorf("file: renew %q: %w", name, sema.ErrLeaseLost)
-	}
-	h := &st.Holders[i]
-	h.Renewed, h.Expires = now.UnixNano(), now.UnixNano()+int64(ttl)
-	rec := *h
-	nf.dirty = true
-	if err := nf.commit(st, now); err != nil {
+	case err != nil:
 		return sema.Grant{}, err
 	}
-	if l, ok := nf.leases[id]; ok {
-		l.rec = rec
-		nf.leases[id] = l
-	}
-	return st.grantOf(&rec), nil
+	return g, nil
 }
 
 // Release frees the lease id of name. An unknown or expired id returns an
@@ -233,33 +246,24 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 	if err := sema.ValidateName(name); err != nil {
 		return err
 	}
-	nf, err := b.ref(name, false)
+	notHeld := func() error { return fmt.Errorf("file: release %q: %w", name, sema.ErrNotHeld) }
+	err := b.step(ctx, name, false, func(nf *nameFile, st *state, now time.Time) error {
+		i := st.holder(id)
+		if i >= 0 {
+			st.Holders = slices.Delete(st.Holders, i, i+1)
+			nf.dirty = true
+			delete(nf.leases, id)
+		}
+		if err := nf.commit(st, now); err != nil {
+			return err
+		}
+		if i < 0 {
+			return notHeld()
+		}
+		return nil
+	})
 	if errors.Is(err, errNoFile) {
-		return fmt.Errorf("file: release %q: %w", name, sema.ErrNotHeld)
-	} else if err != nil {
-		return err
+		return notHeld()
 	}
-	defer b.unref(nf)
-	if err := nf.begin(ctx); err != nil {
-		return err
-	}
-	defer nf.end()
-	now := time.Now()
-	st, err := nf.load(now)
-	if err != nil {
-		return err
-	}
-	i := st.holder(id)
-	if i >= 0 {
-		st.Holders = slices.Delete(st.Holders, i, i+1)
-		nf.dirty = true
-		delete(nf.leases, id)
-	}
-	if err := nf.commit(st, now); err != nil {
-		return err
-	}
-	if i < 0 {
-		return fmt.Errorf("file: release %q: %w", name, sema.ErrNotHeld)
-	}
-	return nil
+	return err
 }
