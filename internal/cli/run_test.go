@@ -196,23 +196,34 @@ func supervisorKilled(t *testing.T, name string, env []string) *started {
 
 // TestRunGivesJobTheTerminal: run from a terminal, the job's process group
 // gets the terminal (as a shell gives it to a foreground job), so a job that
-// reads the terminal is not stopped by SIGTTIN. Without a pty tool the test
-// is skipped.
+// reads the terminal is not stopped by SIGTTIN — whether sema run leads its
+// process group (bash execs a lone command) or shares its parent's (dash's
+// "sh -c" forks, without job control). Without a pty tool the test is
+// skipped.
 func TestRunGivesJobTheTerminal(t *testing.T) {
 	t.Parallel()
 	script, err := exec.LookPath("script")
 	if err != nil {
 		t.Skip("no script(1) to make a pty")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c := exec.CommandContext(ctx, script, "-qec", semaBin+` run --backend mem:// tty -- sh -c 'read l; echo "got:$l"; exit 3'`, "/dev/null")
-	c.Stdin = strings.NewReader("hello\n")
-	out, err := c.CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("the job reading the terminal hung (stopped by SIGTTIN?); output %q", out)
-	}
-	if c.ProcessState.ExitCode() != 3 || !strings.Contains(string(out), "got:hello") {
-		t.Fatalf("exit %v, output %q", err, out)
+	for _, sh := range []string{"/bin/sh", "/bin/bash", "/bin/dash"} {
+		t.Run(sh, func(t *testing.T) {
+			if _, err := os.Stat(sh); err != nil {
+				t.Skipf("no %s", sh)
+			}
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c := exec.CommandContext(ctx, script, "-qec", semaBin+` run --backend mem:// tty -- sh -c 'read l; echo "got:$l"; exit 3'`, "/dev/null")
+			c.Env = append(os.Environ(), "SHELL="+sh) // script(1) runs the command with $SHELL -c
+			c.Stdin = strings.NewReader("hello\n")
+			out, err := c.CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("the job reading the terminal hung (stopped by SIGTTIN?); output %q", out)
+			}
+			if c.ProcessState.ExitCode() != 3 || !strings.Contains(string(out), "got:hello") {
+				t.Fatalf("exit %v, output %q", err, out)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -11,8 +12,8 @@ import (
 )
 
 // groupMembers counts the live processes of the process group pgid other
-// than the one with PID except.
-func groupMembers(pgid, except int) int {
+// than those whose PIDs are in except.
+func groupMembers(pgid int, except ...int) int {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return -1
@@ -24,7 +25,10 @@ func groupMembers(pgid, except int) int {
 	}
 	n := 0
 	for _, name := range names {
-		if name[0] < '0' || name[0] > '9' || name == strconv.Itoa(except) {
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		if pid, err := strconv.Atoi(name); err != nil || slices.Contains(except, pid) {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + name + "/stat")
@@ -47,7 +51,7 @@ func groupAlive(pgid int) bool {
 		return false
 	}
 	// kill(2) also counts zombies: look for a live member in /proc.
-	return groupMembers(pgid, 0) != 0
+	return groupMembers(pgid) != 0
 }
 
 // parseStat extracts the state and process group from /proc/PID/stat:
@@ -125,9 +129,33 @@ func inForeground() bool {
 }
 
 // shouldTakeTerminal reports whether the job should get the terminal, as a
-// shell would give it to a foreground job: we are in the foreground, and
-// alone in our process group (not one stage of a pipeline such as
-// "sema run x -- cmd | less", whose other stages need the terminal).
+// shell would give it to a foreground job: we are in the foreground group,
+// and nobody else in it could want the terminal meanwhile. Our ancestors do
+// not count: a shell without job control ("sh -c 'sema run …'", cron, make)
+// leaves us in its own group and only waits for us. Anyone else does: the
+// other stages of a pipeline such as "sema run x -- cmd | less".
 func shouldTakeTerminal() bool {
-	return inForeground() && syscall.Getpgrp() == os.Getpid() && groupMembers(os.Getpid(), os.Getpid()) == 0
+	if !inForeground() {
+		return false
+	}
+	return groupMembers(syscall.Getpgrp(), append(ancestors(), os.Getpid())...) == 0
+}
+
+// ancestors returns the PIDs of our parent, its parent, and so on up to
+// init (or as far as /proc lets us see).
+func ancestors() []int {
+	var pids []int
+	for pid := os.Getppid(); pid > 1 && len(pids) < 1024; {
+		pids = append(pids, pid)
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			break
+		}
+		_, ppid, _, ok := parseStatParent(b)
+		if !ok {
+			break
+		}
+		pid = ppid
+	}
+	return pids
 }
