@@ -5,6 +5,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -16,25 +17,26 @@ import (
 type entry struct {
 	limit   int64
 	used    int64
-	holders map[string]*holder
+	holders holderSet
 	waiters list.List // of *waiter, FIFO
 	timer   *time.Timer
+	idle    bool // no holders or waiters; counted in Backend.idle
 	// nextExpiry is no later than the earliest holder expiry: expire has
 	// nothing to do before it.
-	nextExpiry time.Time
+	nextExpiry time.Duration
 }
 
 type holder struct {
 	req      sema.Request
 	token    uint64
-	acquired time.Time
-	renewed  time.Time
-	expires  time.Time
+	acquired time.Duration // times by b.now()
+	renewed  time.Duration
+	expires  time.Duration
 }
 
 type waiter struct {
 	req   sema.Request
-	since time.Time
+	since time.Duration
 	elem  *list.Element
 	ready chan struct{} // closed when grant or err is set
 	grant sema.Grant
@@ -43,21 +45,25 @@ type waiter struct {
 
 // entryFor returns the entry of name, creating it, after dropping expired
 // holders. It fails if limit disagrees with current holders or waiters.
-func (b *Backend) entryFor(name string, limit int64, now time.Time) (*entry, error) {
+func (b *Backend) entryFor(name string, limit int64, now time.Duration) (*entry, error) {
 	e := b.names[name]
 	if e == nil {
 		if e = b.spare; e != nil {
 			b.spare = nil
 			e.limit = limit
 		} else {
-			e = &entry{limit: limit, holders: make(map[string]*holder)}
+			e = &entry{limit: limit}
 		}
 		b.names[name] = e
 		return e, nil
 	}
+	if e.idle {
+		e.idle = false
+		b.idle--
+	}
 	b.expire(name, e, now)
 	if e.limit != limit {
-		if len(e.holders) > 0 || e.waiters.Len() > 0 {
+		if e.holders.len() > 0 || e.waiters.Len() > 0 {
 			return nil, fmt.Errorf("mem: %q has limit %d, asked %d: %w", name, e.limit, limit, sema.ErrLimitMismatch)
 		}
 		e.limit = limit
@@ -65,7 +71,7 @@ func (b *Backend) entryFor(name string, limit int64, now time.Time) (*entry, err
 	return e, nil
 }
 
-func (b *Backend) grant(e *entry, req *sema.Request, now time.Time) *holder {
+func (b *Backend) grant(e *entry, req *sema.Request, now time.Duration) *holder {
 	b.token++
 	var h *holder
 	if n := len(b.spareHolders); n > 0 {
@@ -74,54 +80,54 @@ func (b *Backend) grant(e *entry, req *sema.Request, now time.Time) *holder {
 	} else {
 		h = new(holder)
 	}
-	*h = holder{req: *req, token: b.token, acquired: now, renewed: now, expires: now.Add(req.TTL)}
-	if len(e.holders) == 0 || h.expires.Before(e.nextExpiry) {
+	*h = holder{req: *req, token: b.token, acquired: now, renewed: now, expires: now + req.TTL}
+	if e.holders.len() == 0 || h.expires < e.nextExpiry {
 		e.nextExpiry = h.expires
 	}
-	e.holders[req.ID] = h
+	e.holders.add(h)
 	e.used += req.Weight
 	return h
 }
 
-func (e *entry) grantOf(name string, h *holder) sema.Grant {
+func (b *Backend) grantOf(e *entry, name string, h *holder) sema.Grant {
 	return sema.Grant{
 		Name: name, ID: h.req.ID, Token: h.token, Owner: h.req.Owner,
-		Weight: h.req.Weight, Limit: e.limit, AcquiredAt: h.acquired, ExpiresAt: h.expires,
+		Weight: h.req.Weight, Limit: e.limit, AcquiredAt: b.wall(h.acquired), ExpiresAt: b.wall(h.expires),
 	}
 }
 
 // grantWaiters grants queued requests in order while the head fits. It
 // stops at the first that does not: no barging.
-func (b *Backend) grantWaiters(name string, e *entry, now time.Time) {
+func (b *Backend) grantWaiters(name string, e *entry, now time.Duration) {
 	for el := e.waiters.Front(); el != nil; el = e.waiters.Front() {
 		w := el.Value.(*waiter)
 		if e.used+w.req.Weight > e.limit {
 			break
 		}
 		e.waiters.Remove(el)
-		w.grant = e.grantOf(name, b.grant(e, &w.req, now))
-		w.grant.Waited = now.Sub(w.since)
+		w.grant = b.grantOf(e, name, b.grant(e, &w.req, now))
+		w.grant.Waited = now - w.since
 		close(w.ready)
 	}
 	b.armExpiry(name, e, now)
 }
 
 // expire drops holders whose time is up and hands their permits on.
-func (b *Backend) expire(name string, e *entry, now time.Time) {
-	if len(e.holders) == 0 || now.Before(e.nextExpiry) {
+func (b *Backend) expire(name string, e *entry, now time.Duration) {
+	if e.holders.len() == 0 || now < e.nextExpiry {
 		return
 	}
 	freed := false
-	var next time.Time
-	for id, h := range e.holders {
-		if !now.Before(h.expires) {
-			delete(e.holders, id)
+	next := time.Duration(math.MaxInt64)
+	e.holders.filter(func(h *holder) bool {
+		if now >= h.expires {
 			e.used -= h.req.Weight
 			freed = true
-		} else if next.IsZero() || h.expires.Before(next) {
-			next = h.expires
+			return false
 		}
-	}
+		next = min(next, h.expires)
+		return true
+	})
 	e.nextExpiry = next
 	if freed {
 		b.grantWaiters(name, e, now)
@@ -130,20 +136,18 @@ func (b *Backend) expire(name string, e *entry, now time.Time) {
 
 // armExpiry sets a timer for the earliest holder expiry while requests wait,
 // so expired permits reach waiters without polling.
-func (b *Backend) armExpiry(name string, e *entry, now time.Time) {
-	if e.waiters.Len() == 0 || len(e.holders) == 0 {
+func (b *Backend) armExpiry(name string, e *entry, now time.Duration) {
+	if e.waiters.Len() == 0 || e.holders.len() == 0 {
 		if e.timer != nil {
 			e.timer.Stop()
 		}
 		return
 	}
-	var first time.Time
-	for _, h := range e.holders {
-		if first.IsZero() || h.expires.Before(first) {
-			first = h.expires
-		}
+	first := time.Duration(math.MaxInt64)
+	for _, h := range e.holders.list {
+		first = min(first, h.expires)
 	}
-	d := first.Sub(now)
+	d := first - now
 	if e.timer == nil {
 		e.timer = time.AfterFunc(d, func() { b.onExpiry(name, e) })
 	} else {
@@ -163,18 +167,17 @@ func (b *Backend) onExpiry(name string, e *entry) {
 	b.dropIfIdle(name, e)
 }
 
-func (b *Backend) releaseLocked(name, id string, now time.Time) bool {
+func (b *Backend) releaseLocked(name, id string, now time.Duration) bool {
 	e := b.names[name]
 	if e == nil {
 		return false
 	}
 	b.expire(name, e, now)
-	h := e.holders[id]
+	h := e.holders.remove(id)
 	if h == nil {
 		b.dropIfIdle(name, e)
 		return false
 	}
-	delete(e.holders, id)
 	e.used -= h.req.Weight
 	b.recycle(h)
 	b.grantWaiters(name, e, now)
@@ -182,17 +185,39 @@ func (b *Backend) releaseLocked(name, id string, now time.Time) bool {
 	return true
 }
 
-// dropIfIdle forgets a name nobody holds or waits for. Tokens come from one
-// counter for the whole backend, so nothing about the name needs keeping.
+// dropIfIdle marks a name nobody holds or waits for as idle. Idle entries
+// stay in the map, so a name taken and released over and over costs no map
+// insertion and deletion, until they outnumber the others (and 1024): then
+// they are all forgotten. Tokens come from one counter for the whole
+// backend, so nothing about an idle name needs keeping.
 func (b *Backend) dropIfIdle(name string, e *entry) {
-	if len(e.holders) == 0 && e.waiters.Len() == 0 {
-		if e.timer != nil {
-			e.timer.Stop()
-			e.timer = nil
-		}
-		delete(b.names, name)
-		b.spare = e // reused by the next new name: saves the hot path two allocations
+	if e.idle || e.holders.len() > 0 || e.waiters.Len() > 0 {
+		return
 	}
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+	e.idle = true
+	b.idle++
+	if b.idle > max(maxIdle, len(b.names)/2) {
+		b.sweepIdle()
+	}
+}
+
+// maxIdle is the number of idle entries kept at least.
+const maxIdle = 1024
+
+// sweepIdle forgets every idle entry, keeping one for reuse by a new name.
+func (b *Backend) sweepIdle() {
+	for name, e := range b.names {
+		if e.idle {
+			delete(b.names, name)
+			e.idle = false
+			b.spare = e
+		}
+	}
+	b.idle = 0
 }
 
 // recycle keeps a released holder for the next grant.
@@ -203,12 +228,12 @@ func (b *Backend) recycle(h *holder) {
 	}
 }
 
-func (e *entry) holderList() []sema.Holder {
-	hs := make([]sema.Holder, 0, len(e.holders))
-	for _, h := range e.holders {
+func (b *Backend) holderList(e *entry) []sema.Holder {
+	hs := make([]sema.Holder, 0, e.holders.len())
+	for _, h := range e.holders.list {
 		hs = append(hs, sema.Holder{
 			ID: h.req.ID, Owner: h.req.Owner, Token: h.token, Weight: h.req.Weight,
-			AcquiredAt: h.acquired, RenewedAt: h.renewed, ExpiresAt: h.expires,
+			AcquiredAt: b.wall(h.acquired), RenewedAt: b.wall(h.renewed), ExpiresAt: b.wall(h.expires),
 			Host: h.req.Host, PID: h.req.PID,
 		})
 	}
@@ -216,19 +241,19 @@ func (e *entry) holderList() []sema.Holder {
 	return hs
 }
 
-func (e *entry) status(name string) sema.Status {
-	st := sema.Status{Name: name, Limit: e.limit, Used: e.used, Holders: e.holderList(), Waiters: []sema.WaiterInfo{}}
+func (b *Backend) status(e *entry, name string) sema.Status {
+	st := sema.Status{Name: name, Limit: e.limit, Used: e.used, Holders: b.holderList(e), Waiters: []sema.WaiterInfo{}}
 	for el := e.waiters.Front(); el != nil; el = el.Next() {
 		w := el.Value.(*waiter)
 		st.Waiters = append(st.Waiters, sema.WaiterInfo{
-			Owner: w.req.Owner, Weight: w.req.Weight, Since: w.since, Host: w.req.Host, PID: w.req.PID,
+			Owner: w.req.Owner, Weight: w.req.Weight, Since: b.wall(w.since), Host: w.req.Host, PID: w.req.PID,
 		})
 	}
 	return st
 }
 
-func (e *entry) heldError(name string) error {
-	return &sema.HeldError{Name: name, Limit: e.limit, Holders: e.holderList(), Waiters: e.waiters.Len()}
+func (b *Backend) heldError(e *entry, name string) error {
+	return &sema.HeldError{Name: name, Limit: e.limit, Holders: b.holderList(e), Waiters: e.waiters.Len()}
 }
 
 // Describe returns the holders and waiters of name.
@@ -246,7 +271,7 @@ func (b *Backend) Describe(_ context.Context, name string) (sema.Status, error) 
 		return sema.Status{Name: name, Holders: []sema.Holder{}, Waiters: []sema.WaiterInfo{}}, nil
 	}
 	b.expire(name, e, b.now())
-	st := e.status(name)
+	st := b.status(e, name)
 	b.dropIfIdle(name, e)
 	return st, nil
 }
@@ -265,11 +290,11 @@ func (b *Backend) List(_ context.Context, prefix string) ([]sema.Status, error) 
 			continue
 		}
 		b.expire(name, e, now)
-		if len(e.holders) == 0 && e.waiters.Len() == 0 {
+		if e.holders.len() == 0 && e.waiters.Len() == 0 {
 			b.dropIfIdle(name, e)
 			continue
 		}
-		out = append(out, e.status(name))
+		out = append(out, b.status(e, name))
 	}
 	slices.SortFunc(out, func(a, b sema.Status) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -287,7 +312,7 @@ func (b *Backend) ForceRelease(_ context.Context, name, id string) ([]sema.Holde
 	}
 	now := b.now()
 	for rid, until := range b.revoked {
-		if now.After(until) {
+		if now > until {
 			delete(b.revoked, rid)
 		}
 	}
@@ -297,11 +322,11 @@ func (b *Backend) ForceRelease(_ context.Context, name, id string) ([]sema.Holde
 	}
 	b.expire(name, e, now)
 	var out []sema.Holder
-	for _, h := range e.holderList() {
+	for _, h := range b.holderList(e) {
 		if id == "" || h.ID == id {
 			out = append(out, h)
-			b.revoked[h.ID] = h.ExpiresAt
-			delete(e.holders, h.ID)
+			b.revoked[h.ID] = h.ExpiresAt.Sub(b.epochWall)
+			e.holders.remove(h.ID)
 			e.used -= h.Weight
 		}
 	}

@@ -25,12 +25,14 @@ import (
 type Backend struct {
 	mu      sync.Mutex
 	names   map[string]*entry
-	revoked map[string]time.Time // force-released lease IDs → when to forget
+	revoked map[string]time.Duration // force-released lease IDs → when to forget (b.now())
 	token   uint64
 	closed  bool
 
-	epoch        time.Time // base of now()
-	spare        *entry    // an idle entry kept for reuse
+	epoch        time.Time // base of now(), with a monotonic reading
+	epochWall    time.Time // the same instant without it, for wall times
+	idle         int       // entries in names with no holders or waiters
+	spare        *entry    // a forgotten entry kept for reuse
 	spareHolders []*holder // released holders kept for reuse
 }
 
@@ -45,12 +47,17 @@ var (
 
 // New returns an empty backend.
 func New() *Backend {
-	return &Backend{names: make(map[string]*entry), revoked: make(map[string]time.Time), epoch: time.Now()}
+	epoch := time.Now()
+	return &Backend{names: make(map[string]*entry), revoked: make(map[string]time.Duration), epoch: epoch, epochWall: epoch.Round(0)}
 }
 
-// now is the backend's clock: monotonic, read more cheaply than time.Now.
-// Its wall part drifts from the system clock only if that is stepped.
-func (b *Backend) now() time.Time { return b.epoch.Add(time.Since(b.epoch)) }
+// now is the backend's clock: monotonic, the time since New, read more
+// cheaply than time.Now.
+func (b *Backend) now() time.Duration { return time.Since(b.epoch) }
+
+// wall converts a time of b.now() to a wall time. It drifts from the system
+// clock only if that is stepped.
+func (b *Backend) wall(t time.Duration) time.Time { return b.epochWall.Add(t) }
 
 // Guarantees declares what the memory backend promises.
 func (b *Backend) Guarantees() sema.Guarantees {
@@ -76,15 +83,15 @@ func (b *Backend) TryAcquire(_ context.Context, req sema.Request) (sema.Grant, e
 	if err != nil {
 		return sema.Grant{}, err
 	}
-	if h, ok := e.holders[req.ID]; ok { // idempotent retry
-		return e.grantOf(req.Name, h), nil
+	if h := e.holders.get(req.ID); h != nil { // idempotent retry
+		return b.grantOf(e, req.Name, h), nil
 	}
 	if e.waiters.Len() > 0 || e.used+req.Weight > e.limit {
-		err := e.heldError(req.Name)
+		err := b.heldError(e, req.Name)
 		b.dropIfIdle(req.Name, e)
 		return sema.Grant{}, err
 	}
-	return e.grantOf(req.Name, b.grant(e, &req, now)), nil
+	return b.grantOf(e, req.Name, b.grant(e, &req, now)), nil
 }
 
 // Acquire waits in the name's FIFO queue until granted or ctx is done.
@@ -103,12 +110,12 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		b.mu.Unlock()
 		return sema.Grant{}, err
 	}
-	if h, ok := e.holders[req.ID]; ok {
+	if h := e.holders.get(req.ID); h != nil {
 		b.mu.Unlock()
-		return e.grantOf(req.Name, h), nil
+		return b.grantOf(e, req.Name, h), nil
 	}
 	if e.waiters.Len() == 0 && e.used+req.Weight <= e.limit {
-		g := e.grantOf(req.Name, b.grant(e, &req, now))
+		g := b.grantOf(e, req.Name, b.grant(e, &req, now))
 		b.mu.Unlock()
 		return g, nil
 	}
@@ -158,7 +165,7 @@ func (b *Backend) Renew(_ context.Context, name, id string, ttl time.Duration) (
 	}
 	var h *holder
 	if e != nil {
-		h = e.holders[id]
+		h = e.holders.get(id)
 	}
 	if h == nil {
 		if _, ok := b.revoked[id]; ok {
@@ -167,9 +174,9 @@ func (b *Backend) Renew(_ context.Context, name, id string, ttl time.Duration) (
 		return sema.Grant{}, fmt.Errorf("mem: renew %q: %w", name, sema.ErrLeaseLost)
 	}
 	h.renewed = now
-	h.expires = now.Add(ttl)
+	h.expires = now + ttl
 	b.armExpiry(name, e, now)
-	return e.grantOf(name, h), nil
+	return b.grantOf(e, name, h), nil
 }
 
 // Release frees a lease by ID. Unknown or expired IDs → ErrNotHeld.
