@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -25,12 +24,12 @@ type Client struct {
 	closed         atomic.Bool
 	local          bool      // the backend lives in this process (Scope process)
 	epoch          time.Time // base of now()
-	timers         sync.Pool // of *leaseTimer
+	scheds         [nScheds]sched
 }
 
-// now reads the monotonic clock only (cheaper than time.Now); the result is
-// fit for comparisons and durations, not for display.
-func (c *Client) now() time.Time { return c.epoch.Add(time.Since(c.epoch)) }
+// now reads the monotonic clock only (cheaper than time.Now): the time since
+// the client was made, for deadlines and durations.
+func (c *Client) now() time.Duration { return time.Since(c.epoch) }
 
 // New returns a client over b. The client takes b over: [Client.Close]
 // closes it.
@@ -48,6 +47,9 @@ func New(b Backend, opts ...Option) *Client {
 		epoch:          time.Now(),
 	}
 	c.owner = host + ":" + strconv.Itoa(c.pid)
+	for i := range c.scheds {
+		c.scheds[i].c = c
+	}
 	c.blocker, _ = b.(Blocker)
 	c.notifier, _ = b.(Notifier)
 	for _, o := range opts {

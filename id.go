@@ -2,9 +2,8 @@ package sema
 
 import (
 	"crypto/rand"
-	"encoding/base32"
+	"encoding/binary"
 	"sync"
-	"time"
 )
 
 // idBuf amortises crypto/rand over many lease IDs.
@@ -13,70 +12,54 @@ type idBuf struct {
 	n int // unused bytes left at the front of b
 }
 
-var (
-	idPool = sync.Pool{New: func() any { return new(idBuf) }}
-	idEnc  = base32.StdEncoding.WithPadding(base32.NoPadding)
-)
+var idPool = sync.Pool{New: func() any { return new(idBuf) }}
 
-// newID returns a random 128-bit lease ID as 26 characters of [A-Z2-7].
-func newID() string {
+// base32Alphabet is the standard base32 alphabet (RFC 4648).
+const base32Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+// randID returns 128 random bits.
+func randID() (hi, lo uint64) {
 	p := idPool.Get().(*idBuf)
 	if p.n < 16 {
 		rand.Read(p.b[:]) // never fails (crypto/rand, Go ≥ 1.24)
 		p.n = len(p.b)
 	}
-	var out [26]byte
-	idEnc.Encode(out[:], p.b[p.n-16:p.n])
-	clear(p.b[p.n-16 : p.n])
+	raw := p.b[p.n-16 : p.n]
+	hi, lo = binary.BigEndian.Uint64(raw), binary.BigEndian.Uint64(raw[8:])
+	clear(raw)
 	p.n -= 16
 	idPool.Put(p)
+	return hi, lo
+}
+
+// Lease IDs are 128 random bits as 26 characters of [A-Z2-7]: the standard
+// base32 encoding of 16 bytes, without padding.
+
+// encodeID encodes the 128 bits hi:lo as base32, ten bits (two characters)
+// at a time from the top; the last character holds the final three bits and
+// two zero bits, as encoding/base32 does.
+func encodeID(hi, lo uint64) string {
+	var out [idLen]byte
+	encodeIDTo(&out, hi, lo)
 	return string(out[:])
 }
 
-// leaseTimer is a reusable timer whose callback ticks the lease it is lent
-// to. Creating a runtime timer costs more than resetting one, and a lease is
-// often released microseconds after it was granted.
-type leaseTimer struct {
-	t  *time.Timer
-	l  *Lease // set before Reset, cleared after a successful Stop
-	mu sync.Mutex
-}
+// idLen is the length of the lease IDs made here.
+const idLen = 26
 
-func (lt *leaseTimer) fire() {
-	lt.mu.Lock()
-	l := lt.l
-	lt.mu.Unlock()
-	if l != nil {
-		l.tick()
+func encodeIDTo(out *[idLen]byte, hi, lo uint64) {
+	for i := 0; i < len(out); i += 2 {
+		pair := base32Pairs[hi>>54]
+		out[i], out[i+1] = pair[0], pair[1]
+		hi = hi<<10 | lo>>54
+		lo <<= 10
 	}
 }
 
-// getTimer lends a timer from the client's pool (per client, so that a
-// client inside a testing/synctest bubble keeps its timers there).
-func getTimer(l *Lease, d time.Duration) *leaseTimer {
-	lt, _ := l.c.timers.Get().(*leaseTimer)
-	if lt == nil {
-		lt = &leaseTimer{l: l}
-		lt.t = time.AfterFunc(d, lt.fire)
-		return lt
+// base32Pairs maps ten bits to their two base32 characters.
+var base32Pairs = func() (t [1 << 10][2]byte) {
+	for v := range t {
+		t[v] = [2]byte{base32Alphabet[v>>5], base32Alphabet[v&31]}
 	}
-	lt.mu.Lock()
-	lt.l = l
-	lt.mu.Unlock()
-	lt.t.Reset(d)
-	return lt
-}
-
-// stop stops the timer and, if its callback can no longer run, returns it
-// to the pool.
-func (lt *leaseTimer) stop() {
-	if lt.t.Stop() {
-		lt.mu.Lock()
-		l := lt.l
-		lt.l = nil
-		lt.mu.Unlock()
-		if l != nil {
-			l.c.timers.Put(lt)
-		}
-	}
-}
+	return t
+}()

@@ -15,36 +15,36 @@ func (l *Lease) tick() {
 	if l.ended || l.stopping {
 		return
 	}
-	now := l.c.now()
-	if !now.Before(l.deadline) {
+	now := l.sem.c.now()
+	if now >= l.deadline {
 		l.endLocked(ErrExpired)
 		return
 	}
-	if !l.cfg.keepalive || l.renewing || now.Before(l.nextRenew) {
-		l.timer.t.Reset(l.nextWake(now)) // early, or a renewal is in flight
+	if !l.keepalive || l.renewing || now < l.nextRenew {
+		l.schedule(now) // early, or a renewal is in flight
 		return
 	}
 	l.renewing = true
-	l.timer.t.Reset(l.deadline.Sub(now)) // the deadline holds even if the renewal hangs
+	l.schedule(now) // the deadline holds even if the renewal hangs
 	l.mu.Unlock()
-	err := l.renew(context.Background(), l.cfg.interval/2)
+	err := l.renew(context.Background(), l.interval/2)
 	l.mu.Lock()
 	l.renewing = false
 	if l.ended || l.stopping {
 		return
 	}
-	now = l.c.now()
+	now = l.sem.c.now()
 	if err == nil {
 		l.failures = 0
-		l.nextRenew = now.Add(l.cfg.interval)
+		l.nextRenew = now + l.interval
 	} else {
 		// A transient failure: retry while the lease is provably still valid.
 		l.failures++
-		l.c.log.Debug("sema: renewal failed", "name", l.g.Name, "lease", l.g.ID, "attempt", l.failures, "err", err)
-		backoff := min(time.Duration(l.failures)*l.cfg.interval/8, l.cfg.interval)
-		l.nextRenew = now.Add(min(backoff, l.deadline.Sub(now)/2+time.Millisecond))
+		l.sem.c.log.Debug("sema: renewal failed", "name", l.sem.name, "lease", l.id, "attempt", l.failures, "err", err)
+		backoff := min(time.Duration(l.failures)*l.interval/8, l.interval)
+		l.nextRenew = now + min(backoff, (l.deadline-now)/2+time.Millisecond)
 	}
-	l.timer.t.Reset(l.nextWake(now))
+	l.schedule(now)
 }
 
 // Refresh extends the lease now (compare-and-extend on its ID). It never
@@ -71,32 +71,28 @@ func (l *Lease) renew(ctx context.Context, attempt time.Duration) error {
 		return ErrReleased
 	}
 	// The renewal must not outlive the window in which the lease is valid.
-	limit := l.deadline
+	limit := l.deadline - l.sem.c.now()
 	if attempt > 0 {
-		if t := l.c.now().Add(attempt); t.Before(limit) {
-			limit = t
-		}
+		limit = min(limit, attempt)
 	}
-	rctx, cancel := context.WithDeadline(ctx, limit)
-	l.inflight = cancel
+	rctx, cancel := context.WithTimeout(ctx, limit)
+	l.extra().inflight = cancel
 	l.mu.Unlock()
 
-	sent := l.c.now()
-	g, err := l.c.b.Renew(rctx, l.g.Name, l.g.ID, l.cfg.ttl)
+	sent := l.sem.c.now()
+	g, err := l.sem.c.b.Renew(rctx, l.sem.name, l.id, l.ttl)
 	cancel()
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.inflight = nil
+	l.x.inflight = nil
 	if l.ended {
 		return l.reason
 	}
 	switch {
 	case err == nil:
-		if d := sent.Add(l.cfg.ttl - l.cfg.margin); d.After(l.deadline) {
-			l.deadline = d
-		}
-		l.expiresAt = g.ExpiresAt
+		l.deadline = max(l.deadline, sent+l.ttl-l.margin)
+		l.expires = unixNano(g.ExpiresAt)
 		return nil
 	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrNotHeld):
 		reason := ErrExpired
@@ -104,10 +100,10 @@ func (l *Lease) renew(ctx context.Context, attempt time.Duration) error {
 			reason = ErrForceReleased
 		}
 		l.endLocked(reason)
-		return fmt.Errorf("sema: renew %q: %w", l.g.Name, reason)
+		return fmt.Errorf("sema: renew %q: %w", l.sem.name, reason)
 	case errors.Is(err, ErrClosed):
 		l.endLocked(err)
 		return err
 	}
-	return fmt.Errorf("sema: renew %q: %w", l.g.Name, err)
+	return fmt.Errorf("sema: renew %q: %w", l.sem.name, err)
 }

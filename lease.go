@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Lease is a grant of permits. Ownership is the possession of this value:
@@ -14,90 +15,137 @@ import (
 // [Lease.Context] is cancelled before the backend could give the permits to
 // anyone else, and [Lease.Err] tells why.
 type Lease struct {
-	c      *Client
-	g      Grant
-	cfg    acquireConfig
-	parent context.Context // the acquire context, for its values only
+	// Set when granted, then read-only.
+	sem      *Semaphore // name, limit and client
+	id       string
+	token    uint64
+	weight   int64
+	owner    string
+	acquired int64 // backend clock, Unix ns; 0 if unknown
+	ttl      time.Duration
+	interval time.Duration   // between keepalive renewals
+	margin   time.Duration   // the local deadline comes this long before the backend's expiry
+	parent   context.Context // the acquire context, for its values only
+	s        *sched          // wakes the lease for its renewals and deadline
+
+	wake time.Duration // guarded by s.mu: when s wakes the lease
+	hidx int32         // guarded by s.mu: index in s.heap, -1 if not in it
 
 	mu        sync.Mutex // guards the fields below
-	deadline  time.Time  // local, monotonic: sent + TTL − margin
-	nextRenew time.Time
-	expiresAt time.Time // backend clock
+	failures  int32      // keepalive renewals failed in a row
+	keepalive bool       // read-only
 	ended     bool
-	reason    error // why it ended
-	stopping  bool  // Release has begun
-	renewing  bool  // a keepalive renewal is in flight
-	failures  int
-	timer     *leaseTimer // the next renewal or the deadline, whichever comes first
-	maxHoldT  *time.Timer
-	inflight  context.CancelFunc // cancels the renewal in progress
-	ctx       context.Context    // created on first use
-	cancel    context.CancelCauseFunc
+	stopping  bool          // Release has begun
+	renewing  bool          // a keepalive renewal is in flight
+	relDone   bool          // guarded by relMu, not mu: Release has returned
+	expires   int64         // backend clock, Unix ns, as of the last confirmed renewal; 0 if unknown
+	deadline  time.Duration // local, by c.now(): sent + TTL − margin
+	nextRenew time.Duration // by c.now()
+	reason    error         // why it ended
+	x         *leaseExtra   // what few leases need, made on first use
 
-	renewMu sync.Mutex // held for the duration of each renewal
-	relMu   sync.Mutex // serialises Release calls
-	relDone bool
-	relErr  error
+	renewMu sync.Mutex  // held for the duration of each renewal
+	relMu   sync.Mutex  // serialises Release calls
+	relErr  error       // what Release returned; guarded by relMu
+	idBytes [idLen]byte // the lease ID made by this client: written once, then only read through id
 }
 
-func newLease(c *Client, g Grant, cfg *acquireConfig, now, deadline time.Time, parent context.Context) *Lease {
-	l := &Lease{c: c, g: g, cfg: *cfg, parent: parent, deadline: deadline, expiresAt: g.ExpiresAt}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.nextRenew = now.Add(cfg.interval)
-	l.timer = getTimer(l, l.nextWake(now))
-	if cfg.maxHold > 0 {
-		l.maxHoldT = time.AfterFunc(cfg.maxHold, func() { l.end(ErrMaxHold) })
+// leaseExtra holds the lease's state that most leases never need, so that
+// the common lease stays small. Guarded by Lease.mu.
+type leaseExtra struct {
+	maxHoldT *time.Timer
+	inflight context.CancelFunc // cancels the renewal in progress
+	ctx      context.Context    // of Lease.Context
+	cancel   context.CancelCauseFunc
+}
+
+func (l *Lease) extra() *leaseExtra {
+	if l.x == nil {
+		l.x = new(leaseExtra)
 	}
+	return l.x
+}
+
+// newLeaseID allocates a lease and gives it a fresh random ID, which lives
+// in the lease's own memory (one allocation for both): the string must
+// never be written again, so a lease gets exactly one ID.
+func newLeaseID() (*Lease, string) {
+	l := new(Lease)
+	hi, lo := randID()
+	encodeIDTo(&l.idBytes, hi, lo)
+	return l, unsafe.String(&l.idBytes[0], idLen)
+}
+
+// start makes l the lease of grant g and arms its renewals and deadline.
+func (l *Lease) start(sem *Semaphore, g *Grant, cfg *acquireConfig, now, deadline time.Duration, parent context.Context) *Lease {
+	l.sem, l.id, l.token, l.weight, l.owner = sem, g.ID, g.Token, cfg.weight, cfg.owner
+	l.acquired, l.expires = unixNano(g.AcquiredAt), unixNano(g.ExpiresAt)
+	l.ttl, l.interval, l.margin, l.keepalive = cfg.ttl, cfg.interval, cfg.margin, cfg.keepalive
+	l.parent = parent
+	l.s, l.hidx = sem.c.schedFor(g.ID), -1
+	l.deadline, l.nextRenew = deadline, now+cfg.interval
+	if cfg.maxHold > 0 {
+		l.extra().maxHoldT = time.AfterFunc(cfg.maxHold, func() { l.end(ErrMaxHold) })
+	}
+	// Not yet shared: no lock needed until the sched holds it.
+	l.schedule(now)
 	return l
 }
 
-// stopTimer stops the lease's timer and forgets it: once stopped it may be
-// lent to another lease, so it must never be touched again from here.
-func (l *Lease) stopTimer() {
-	if l.timer != nil {
-		l.timer.stop()
-		l.timer = nil
+// unixNano and fromUnixNano keep backend times in 8 bytes; 0 is the zero
+// time (a backend that reports none).
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
 	}
+	return t.UnixNano()
 }
 
-// nextWake is how long until the timer must fire: the next renewal with
-// keepalive on, else the deadline.
-func (l *Lease) nextWake(now time.Time) time.Duration {
-	if l.cfg.keepalive && !l.renewing && l.nextRenew.Before(l.deadline) {
-		return l.nextRenew.Sub(now)
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
 	}
-	return l.deadline.Sub(now)
+	return time.Unix(0, n)
+}
+
+// schedule makes the lease wake at its next renewal with keepalive on (and
+// none in flight), else at its deadline. l.mu must be held.
+func (l *Lease) schedule(now time.Duration) {
+	when := l.deadline
+	if l.keepalive && !l.renewing && l.nextRenew < l.deadline {
+		when = l.nextRenew
+	}
+	l.s.set(l, when, now)
 }
 
 // Name returns the semaphore's name.
-func (l *Lease) Name() string { return l.g.Name }
+func (l *Lease) Name() string { return l.sem.name }
 
 // ID returns the lease ID: random, unique per acquisition.
-func (l *Lease) ID() string { return l.g.ID }
+func (l *Lease) ID() string { return l.id }
 
 // Token returns the fencing token: strictly increasing per name over every
 // grant. Pass it to the resource you guard so it can refuse stale holders.
-func (l *Lease) Token() uint64 { return l.g.Token }
+func (l *Lease) Token() uint64 { return l.token }
 
 // Owner returns the owner label.
-func (l *Lease) Owner() string { return l.g.Owner }
+func (l *Lease) Owner() string { return l.owner }
 
 // Weight returns the number of permits held.
-func (l *Lease) Weight() int64 { return l.g.Weight }
+func (l *Lease) Weight() int64 { return l.weight }
 
 // Limit returns the semaphore's limit.
-func (l *Lease) Limit() int64 { return l.g.Limit }
+func (l *Lease) Limit() int64 { return l.sem.limit }
 
 // AcquiredAt returns when the backend granted the lease, by its clock.
-func (l *Lease) AcquiredAt() time.Time { return l.g.AcquiredAt }
+func (l *Lease) AcquiredAt() time.Time { return fromUnixNano(l.acquired) }
 
 // ExpiresAt returns when the backend will expire the lease unless renewed,
 // by its clock, as of the last confirmed renewal.
 func (l *Lease) ExpiresAt() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.expiresAt
+	return fromUnixNano(l.expires)
 }
 
 // Context returns a context cancelled when the lease ends, with the reason
@@ -106,13 +154,14 @@ func (l *Lease) ExpiresAt() time.Time {
 func (l *Lease) Context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ctx == nil {
-		l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(l.parent))
+	x := l.extra()
+	if x.ctx == nil {
+		x.ctx, x.cancel = context.WithCancelCause(context.WithoutCancel(l.parent))
 		if l.ended {
-			l.cancel(l.reason)
+			x.cancel(l.reason)
 		}
 	}
-	return l.ctx
+	return x.ctx
 }
 
 // Done returns a channel closed when the lease ends.
@@ -130,7 +179,7 @@ func (l *Lease) Err() error {
 // String describes the lease for logs.
 func (l *Lease) String() string {
 	return fmt.Sprintf("lease %s on %q token %d weight %d/%d owner %q",
-		l.g.ID, l.g.Name, l.g.Token, l.g.Weight, l.g.Limit, l.g.Owner)
+		l.id, l.sem.name, l.token, l.weight, l.sem.limit, l.owner)
 }
 
 // end finishes the lease with reason unless it already ended.
@@ -146,15 +195,19 @@ func (l *Lease) endLocked(reason error) {
 	}
 	l.ended = true
 	l.reason = reason
-	l.stopTimer()
-	if l.maxHoldT != nil {
-		l.maxHoldT.Stop()
+	if !l.stopping { // else Release took it out already
+		l.s.remove(l)
 	}
-	if l.cancel != nil {
-		l.cancel(reason)
+	if x := l.x; x != nil {
+		if x.maxHoldT != nil {
+			x.maxHoldT.Stop()
+		}
+		if x.cancel != nil {
+			x.cancel(reason)
+		}
 	}
-	if !errors.Is(reason, ErrReleased) {
-		l.c.log.Warn("sema: lease lost", "name", l.g.Name, "lease", l.g.ID, "token", l.g.Token, "reason", reason)
+	if reason != ErrReleased {
+		l.sem.c.log.Warn("sema: lease lost", "name", l.sem.name, "lease", l.id, "token", l.token, "reason", reason)
 	}
 }
 
@@ -177,34 +230,40 @@ func (l *Lease) Release(ctx context.Context) error {
 func (l *Lease) release(ctx context.Context) error {
 	l.mu.Lock()
 	l.stopping = true
-	l.stopTimer()
-	if l.inflight != nil {
-		l.inflight()
+	l.s.remove(l)
+	renewing := l.x != nil && l.x.inflight != nil
+	if renewing {
+		l.x.inflight()
 	}
 	lost := l.reason
 	l.mu.Unlock()
-	l.renewMu.Lock() // wait for a renewal in progress: none runs after this
-	l.renewMu.Unlock()
+	// A renewal that has not begun its call sees stopping and gives up; wait
+	// for one in progress: none reaches the backend after this.
+	if renewing {
+		l.renewMu.Lock()
+		l.renewMu.Unlock()
+	}
 
 	var err error
-	if l.c.local {
+	c, name := l.sem.c, l.sem.name
+	if c.local {
 		// An in-process backend answers at once: nothing to bound or cancel.
-		err = l.c.b.Release(context.Background(), l.g.Name, l.g.ID)
+		err = c.b.Release(context.Background(), name, l.id)
 	} else {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.releaseTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.releaseTimeout)
 		defer cancel()
-		err = retry(rctx, func() error { return l.c.b.Release(rctx, l.g.Name, l.g.ID) })
+		err = retry(rctx, func() error { return c.b.Release(rctx, name, l.id) })
 	}
 	l.end(ErrReleased)
 	switch {
 	case lost != nil:
-		return fmt.Errorf("sema: release %q: lease had ended: %w", l.g.Name, lost)
+		return fmt.Errorf("sema: release %q: lease had ended: %w", l.sem.name, lost)
+	case err == nil:
+		return nil
 	case errors.Is(err, ErrNotHeld):
-		return fmt.Errorf("sema: release %q: backend no longer held it: %w", l.g.Name, ErrExpired)
-	case err != nil:
-		return fmt.Errorf("sema: release %q: %w", l.g.Name, err)
+		return fmt.Errorf("sema: release %q: backend no longer held it: %w", l.sem.name, ErrExpired)
 	}
-	return nil
+	return fmt.Errorf("sema: release %q: %w", l.sem.name, err)
 }
 
 // retry calls op until it succeeds, fails with a sentinel other than

@@ -15,7 +15,8 @@ type Semaphore struct {
 	name  string
 	limit int64
 	opts  []AcquireOption
-	valid atomic.Bool // name and limit were checked
+	valid atomic.Bool                   // name and limit were checked
+	def   atomic.Pointer[acquireConfig] // the checked config of a call without options
 }
 
 // Name returns the semaphore's name.
@@ -55,12 +56,29 @@ func (s *Semaphore) Describe(ctx context.Context) (Status, error) {
 	return s.c.Describe(ctx, s.name)
 }
 
+// config returns the checked settings of a call: the handle's options, then
+// the call's. Those of a call without options are worked out once.
 func (s *Semaphore) config(opts []AcquireOption) (acquireConfig, error) {
+	if len(opts) == 0 {
+		if def := s.def.Load(); def != nil {
+			return *def, nil
+		}
+	}
 	cfg := acquireConfig{ttl: DefaultTTL, weight: 1, keepalive: true, owner: s.c.owner}
 	if len(s.opts)+len(opts) > 0 {
 		cfg = applyOptions(cfg, s.opts, opts)
 	}
-	return cfg, cfg.resolve()
+	if err := cfg.resolve(); err != nil {
+		return cfg, err
+	}
+	if err := s.validate(&cfg); err != nil {
+		return cfg, err
+	}
+	if len(opts) == 0 {
+		def := cfg
+		s.def.Store(&def)
+	}
+	return cfg, nil
 }
 
 // applyOptions is apart from config so that the common call without options
@@ -86,15 +104,13 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption
 	if err != nil {
 		return nil, err
 	}
-	if err := s.validate(&cfg); err != nil {
-		return nil, err
-	}
 	req := Request{
 		Name: s.name, Owner: cfg.owner, Limit: s.limit, Weight: cfg.weight, TTL: cfg.ttl,
 		Host: s.c.host, PID: s.c.pid,
 	}
 	for {
-		req.ID = newID()
+		l, id := newLeaseID()
+		req.ID = id
 		sent := s.c.now()
 		g, err := s.c.grant(ctx, req, wait)
 		if err != nil {
@@ -107,20 +123,20 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption
 		}
 		// The backend granted no earlier than sent+Waited (by its clock);
 		// allow 0.1% rate difference between the two clocks.
-		deadline := sent.Add(g.Waited - g.Waited/1000 + cfg.ttl - cfg.margin)
+		deadline := sent + g.Waited - g.Waited/1000 + cfg.ttl - cfg.margin
 		if ctx.Err() != nil {
 			s.c.giveBack(ctx, req)
 			return nil, notAcquired(ctx)
 		}
 		now := s.c.now()
-		if !now.Before(deadline) {
+		if now >= deadline {
 			s.c.giveBack(ctx, req)
 			if !wait {
 				return nil, fmt.Errorf("%w: grant arrived after its safe window", ErrUnavailable)
 			}
 			continue
 		}
-		return newLease(s.c, g, &cfg, now, deadline, ctx), nil
+		return l.start(s, &g, &cfg, now, deadline, ctx), nil
 	}
 }
 

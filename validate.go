@@ -50,8 +50,14 @@ type textError string
 func (e textError) Error() string { return string(e) }
 
 func checkText(s string) error {
+	i := 0
+	for ; i+8 <= len(s) && printableASCII8(load64(s, i)); i += 8 {
+	}
+	if i == len(s) || i >= 8 && i+8 > len(s) && printableASCII8(load64(s, len(s)-8)) {
+		return nil // the last word overlaps the one before
+	}
 	ascii := true
-	for i := 0; i < len(s); i++ {
+	for ; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == 0x7f {
 			return textError(fmt.Sprintf("contains control character %U", rune(c)))
 		} else if c >= 0x80 {
@@ -71,6 +77,37 @@ func checkText(s string) error {
 		}
 	}
 	return nil
+}
+
+// Word-at-a-time checks of eight bytes: ones has 0x01 in each byte, highs
+// 0x80. For bytes below 0x80, adding 0x80−a to each sets its high bit iff
+// the byte is ≥ a, with no carry into the next byte.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// load64 reads the eight bytes of s at i as a little-endian word.
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// printableASCII8 reports whether each byte of w is in [0x20, 0x7e].
+func printableASCII8(w uint64) bool {
+	return w&highs == 0 && (w+0x60*ones)&highs == highs && (w+0x01*ones)&highs == 0
+}
+
+// inRange8 sets the high bit of each byte of w (all below 0x80) that is in
+// [a, b].
+func inRange8(w uint64, a, b byte) uint64 {
+	return (w + uint64(0x80-a)*ones) &^ (w + uint64(0x7f-b)*ones) & highs
+}
+
+// alnum8 reports whether each byte of w is in [0-9A-Za-z].
+func alnum8(w uint64) bool {
+	return w&highs == 0 && inRange8(w, '0', '9')|inRange8(w, 'A', 'Z')|inRange8(w, 'a', 'z') == highs
 }
 
 // ValidateLimit checks 1 ≤ limit ≤ MaxLimit.
@@ -94,7 +131,13 @@ func ValidateID(id string) error {
 	if id == "" || len(id) > MaxIDLen {
 		return fmt.Errorf("%w: lease id must be 1-%d bytes", ErrInvalidArgument, MaxIDLen)
 	}
-	for i := 0; i < len(id); i++ {
+	i := 0
+	for ; i+8 <= len(id) && alnum8(load64(id, i)); i += 8 {
+	}
+	if i == len(id) || i >= 8 && i+8 > len(id) && alnum8(load64(id, len(id)-8)) {
+		return nil
+	}
+	for ; i < len(id); i++ {
 		if !idByte[id[i]] {
 			return fmt.Errorf("%w: lease id has byte %q; only [A-Za-z0-9_-] allowed", ErrInvalidArgument, id[i])
 		}

@@ -25,6 +25,12 @@ func (c *Client) grant(ctx context.Context, req Request, wait bool) (Grant, erro
 	if c.blocker != nil {
 		return c.blocker.Acquire(ctx, req)
 	}
+	return c.poll(ctx, req)
+}
+
+// poll waits for a grant from a backend without a queue of its own: woken by
+// its events if it has them, else by bounded, jittered polling.
+func (c *Client) poll(ctx context.Context, req Request) (Grant, error) {
 	var events <-chan struct{}
 	if c.notifier != nil {
 		// Subscribe before the first attempt so a release in between is seen.
