@@ -105,9 +105,11 @@ func inRange8(w uint64, a, b byte) uint64 {
 	return (w + uint64(0x80-a)*ones) &^ (w + uint64(0x7f-b)*ones) & highs
 }
 
-// alnum8 reports whether each byte of w is in [0-9A-Za-z].
+// alnum8 reports whether each byte of w is in [0-9A-Za-z]. Setting bit 0x20
+// folds exactly the letters onto a–z (0x40 '@' folds to 0x60 '`', outside),
+// so two range tests do.
 func alnum8(w uint64) bool {
-	return w&highs == 0 && inRange8(w, '0', '9')|inRange8(w, 'A', 'Z')|inRange8(w, 'a', 'z') == highs
+	return w&highs == 0 && inRange8(w|0x20*ones, 'a', 'z')|inRange8(w, '0', '9') == highs
 }
 
 // ValidateLimit checks 1 ≤ limit ≤ MaxLimit.
