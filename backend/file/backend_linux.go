@@ -189,7 +189,7 @@ func (b *Backend) unref(nf *nameFile) {
 // place, so a state file is never seen empty: an empty one is damaged.
 func (b *Backend) openFile(name string, create bool) (*os.File, error) {
 	path := filepath.Join(b.dir, fileName(name))
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := openState(path, os.O_RDWR)
 	if err == nil {
 		return f, nil
 	}
@@ -202,7 +202,7 @@ func (b *Backend) openFile(name string, create bool) (*os.File, error) {
 	if err := b.createFile(path, name); err != nil {
 		return nil, fmt.Errorf("file: create state of %q: %w: %w", name, sema.ErrUnavailable, err)
 	}
-	f, err = os.OpenFile(path, os.O_RDWR, 0)
+	f, err = openState(path, os.O_RDWR)
 	if err != nil {
 		return nil, fmt.Errorf("file: open state of %q: %w: %w", name, sema.ErrUnavailable, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -38,4 +39,18 @@ func bootID() [16]byte {
 		copy(id[:], h)
 	}
 	return id
+}
+
+// openState opens a state file with O_NOATIME when the kernel allows it (we
+// own the file, or have CAP_FOWNER): on a disk mount with relatime, reading
+// a file written since its last access would update its atime, a journaled
+// inode change on ext4 that can wait behind the disk's journal commit. The
+// lock path of every step reads the file, so it must not. Without the
+// permission (another user's file), the file opens normally.
+func openState(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|unix.O_NOATIME, 0)
+	if errors.Is(err, fs.ErrPermission) {
+		f, err = os.OpenFile(path, flag, 0)
+	}
+	return f, err
 }

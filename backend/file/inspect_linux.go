@@ -71,7 +71,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]sema.Status, error
 // view reads a state file without changing it and filters out what has
 // expired or died. name is "" when not known (List).
 func (b *Backend) view(ctx context.Context, path, name string) (*state, error) {
-	f, err := os.Open(path)
+	f, err := openState(path, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}

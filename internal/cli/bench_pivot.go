@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -150,6 +151,9 @@ func benchPivot(ctx context.Context, env *Env, args []string) int {
 		}
 		o.backend = (&url.URL{Scheme: "file", Path: lockDir}).String()
 	}
+	// Room for every worker's open files (sema keeps a name's file open for
+	// a moment after use) without growing the table during a run.
+	growFDTable(o.workers*64 + slices.Max(o.servers) + 1024)
 	fmt.Fprintf(env.Stdout, "pivot: %d workers, one update every ~%v each, %v per run, ~%d B per server; sema backend %s\n",
 		o.workers, o.interval, o.duration, o.payload, dsn.Redact(o.backend))
 	results := map[string]pivotResult{}
