@@ -159,6 +159,11 @@ func serve(ctx context.Context, env *Env, o *serveOptions) error {
 		logger.Warn("sema serve: connections still open at shutdown", "err", err)
 		hs.Close()
 	}
+	// The connections the server took over from hs: hs.Shutdown does not
+	// know them. Wait for their last answers before the backend closes.
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("sema serve: taken-over connections still open at shutdown", "err", err)
+	}
 	return nil
 }
 

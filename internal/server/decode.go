@@ -60,9 +60,21 @@ func ttlOf(ms int64) (time.Duration, error) {
 // decodeAcquire reads an acquire body and returns the request it asks for
 // and how long it may wait (capped at maxWait).
 func decodeAcquire(body io.Reader, maxWait time.Duration) (sema.Request, time.Duration, error) {
+	bp := bodyBufs.Get().(*[]byte)
+	defer putBodyBuf(bp)
+	b, rerr := readAllInto((*bp)[:0], body)
+	*bp = b
+	return decodeAcquireBody(b, rerr, maxWait)
+}
+
+// decodeAcquireBody is decodeAcquire of a body already read (rerr: how
+// reading it failed, if it did).
+func decodeAcquireBody(b []byte, rerr error, maxWait time.Duration) (sema.Request, time.Duration, error) {
 	var in wire.AcquireRequest
-	if err := readBody(body, &in, func(b []byte) bool { return fastAcquire(b, &in) }); err != nil {
-		return sema.Request{}, 0, err
+	if rerr != nil || !fastAcquire(b, &in) {
+		if err := decodeBody(b, rerr, &in, func([]byte) bool { return false }); err != nil {
+			return sema.Request{}, 0, err
+		}
 	}
 	return acquireRequest(&in, maxWait)
 }
@@ -97,9 +109,19 @@ func acquireRequest(in *wire.AcquireRequest, maxWait time.Duration) (sema.Reques
 }
 
 func decodeRenew(body io.Reader) (wire.RenewRequest, time.Duration, error) {
+	bp := bodyBufs.Get().(*[]byte)
+	defer putBodyBuf(bp)
+	b, rerr := readAllInto((*bp)[:0], body)
+	*bp = b
+	return decodeRenewBody(b, rerr)
+}
+
+func decodeRenewBody(b []byte, rerr error) (wire.RenewRequest, time.Duration, error) {
 	var in wire.RenewRequest
-	if err := readBody(body, &in, func(b []byte) bool { return fastRenew(b, &in) }); err != nil {
-		return in, 0, err
+	if rerr != nil || !fastRenew(b, &in) {
+		if err := decodeBody(b, rerr, &in, func([]byte) bool { return false }); err != nil {
+			return in, 0, err
+		}
 	}
 	if err := checkLease(in.Name, in.ID); err != nil {
 		return in, 0, err
@@ -109,9 +131,19 @@ func decodeRenew(body io.Reader) (wire.RenewRequest, time.Duration, error) {
 }
 
 func decodeRelease(body io.Reader) (wire.ReleaseRequest, error) {
+	bp := bodyBufs.Get().(*[]byte)
+	defer putBodyBuf(bp)
+	b, rerr := readAllInto((*bp)[:0], body)
+	*bp = b
+	return decodeReleaseBody(b, rerr)
+}
+
+func decodeReleaseBody(b []byte, rerr error) (wire.ReleaseRequest, error) {
 	var in wire.ReleaseRequest
-	if err := readBody(body, &in, func(b []byte) bool { return fastRelease(b, &in) }); err != nil {
-		return in, err
+	if rerr != nil || !fastRelease(b, &in) {
+		if err := decodeBody(b, rerr, &in, func([]byte) bool { return false }); err != nil {
+			return in, err
+		}
 	}
 	return in, checkLease(in.Name, in.ID)
 }

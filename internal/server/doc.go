@@ -11,6 +11,17 @@
 // (wire.HTTPStatus is the table). Lease answers are encoded without
 // reflection on the hot path.
 //
+// # Connections
+//
+// After net/http has answered a hot request (acquire, renew, release) on
+// a plain-HTTP/1.1 keep-alive connection, the server hijacks the
+// connection and serves its next requests itself (h1conn.go): its own
+// parser for the plain head our clients send (fuzzed against net/http's),
+// one write(2) per answer, the http.Server's timeouts, and net/http's
+// http.ReadRequest plus the same handlers for everything else. TLS stays
+// with net/http. Shutdown waits for these connections; http.Server's own
+// Shutdown does not know them.
+//
 // # Long-poll
 //
 // An acquire with wait_ms > 0 waits in the backend's FIFO queue (the

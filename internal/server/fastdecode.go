@@ -28,13 +28,20 @@ var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 // reports them exactly as it would have streaming.
 func readBody(body io.Reader, v any, fast func([]byte) bool) error {
 	bp := bodyBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= 4096 {
-			bodyBufs.Put(bp)
-		}
-	}()
-	b := (*bp)[:0]
-	var rerr error
+	defer putBodyBuf(bp)
+	b, rerr := readAllInto((*bp)[:0], body)
+	*bp = b
+	return decodeBody(b, rerr, v, fast)
+}
+
+func putBodyBuf(bp *[]byte) {
+	if cap(*bp) <= 4096 {
+		bodyBufs.Put(bp)
+	}
+}
+
+// readAllInto appends everything body yields to b, until EOF or an error.
+func readAllInto(b []byte, body io.Reader) ([]byte, error) {
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
@@ -42,14 +49,17 @@ func readBody(body io.Reader, v any, fast func([]byte) bool) error {
 		n, err := body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if err == io.EOF {
-			break
+			return b, nil
 		}
 		if err != nil {
-			rerr = err
-			break
+			return b, err
 		}
 	}
-	*bp = b
+}
+
+// decodeBody decodes a body read whole (b), or in part when reading it
+// failed with rerr: the fast path when it applies, else decodeJSON.
+func decodeBody(b []byte, rerr error, v any, fast func([]byte) bool) error {
 	if rerr == nil && fast(b) {
 		return nil
 	}

@@ -88,7 +88,9 @@ func TestHammerKill9(t *testing.T) {
 			for n := 0; !stop.Load(); n++ {
 				id := fmt.Sprintf("c%d-%d", cl, n)
 				var lease *wire.Lease
+				var g0 int64 // restarts before the acquire that granted lease
 				for lease == nil && !stop.Load() {
+					g0 = gen.Load()
 					code, env, err := call(c, "POST", url.Load().(string)+wire.PathAcquire,
 						wire.AcquireRequest{Name: name, Limit: limit, ID: id, TTLMillis: 1000, WaitMillis: 1000})
 					switch {
@@ -105,7 +107,7 @@ func TestHammerKill9(t *testing.T) {
 				if lease == nil {
 					return
 				}
-				start, g0 := time.Now(), gen.Load()
+				start := time.Now()
 				if lease.Token <= last {
 					fail("client %d: token %d after %d", cl, lease.Token, last)
 				}

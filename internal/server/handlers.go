@@ -18,70 +18,87 @@ func body(w http.ResponseWriter, r *http.Request) io.Reader {
 
 var errShuttingDown = fmt.Errorf("server: shutting down: %w", sema.ErrClosed)
 
-func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request, who caller) {
-	req, wait, err := decodeAcquire(body(w, r), s.cfg.MaxWait)
+// hotHandler serves a hot route from its body, read whole (rerr: how
+// reading it failed, if it did), answering through rep.
+type hotHandler func(s *Server, rep replier, b []byte, rerr error, who caller) bool
+
+// serveHot reads r's body and runs h on it through net/http. It reports
+// whether the answer went out whole and the body was read to its end (the
+// connection may then be taken over, h1conn.go).
+func (s *Server) serveHot(h hotHandler, w http.ResponseWriter, r *http.Request, who caller) bool {
+	bp := bodyBufs.Get().(*[]byte)
+	defer putBodyBuf(bp)
+	b, rerr := readAllInto((*bp)[:0], body(w, r))
+	*bp = b
+	return h(s, httpReplier{w, r}, b, rerr, who) && rerr == nil
+}
+
+// hotAcquire serves POST /v1/acquire. It reports whether it answered.
+func (s *Server) hotAcquire(rep replier, b []byte, rerr error, who caller) bool {
+	req, wait, err := decodeAcquireBody(b, rerr, s.cfg.MaxWait)
 	if err != nil {
-		s.fail(w, routeAcquire, err, who, false)
-		return
+		return s.failTo(rep, routeAcquire, err, who, false)
 	}
 	if s.closed.Load() {
-		s.fail(w, routeAcquire, errShuttingDown, who, false)
-		return
+		return s.failTo(rep, routeAcquire, errShuttingDown, who, false)
 	}
+	ctx := rep.gone()
 	var g sema.Grant
 	if wait > 0 {
 		// The long-poll machinery (deadlines, contexts, heartbeat timer)
 		// is set up only for a request that must wait.
 		var done bool
-		if g, done, err = s.eng.acquireNow(r.Context(), req, who.Caller); !done {
-			s.longPoll(w, r, req, wait, who)
-			return
+		if g, done, err = s.eng.acquireNow(ctx, req, who.Caller); !done {
+			return s.longPoll(rep, req, wait, who)
 		}
 	} else {
-		g, err = s.eng.acquire(r.Context(), req, who.Caller, false)
+		g, err = s.eng.acquire(ctx, req, who.Caller, false)
 	}
 	if err != nil {
-		if r.Context().Err() != nil {
+		if ctx.Err() != nil {
 			s.m.request(routeAcquire, codeGone)
-			return
+			return false
 		}
-		s.fail(w, routeAcquire, err, who, false)
-		return
+		return s.failTo(rep, routeAcquire, err, who, false)
 	}
-	s.deliver(w, r, routeAcquire, g, req.TTL, false)
+	return s.deliver(rep, routeAcquire, g, req.TTL, false)
 }
 
-func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request, who caller) {
-	in, ttl, err := decodeRenew(body(w, r))
+// hotRenew serves POST /v1/renew.
+func (s *Server) hotRenew(rep replier, b []byte, rerr error, who caller) bool {
+	in, ttl, err := decodeRenewBody(b, rerr)
 	if err != nil {
-		s.fail(w, routeRenew, err, who, false)
-		return
+		return s.failTo(rep, routeRenew, err, who, false)
 	}
-	g, err := s.eng.renew(r.Context(), in.Name, in.ID, ttl, who.Caller)
+	g, err := s.eng.renew(rep.gone(), in.Name, in.ID, ttl, who.Caller)
 	if err != nil {
 		e, _ := toWire(err, false)
 		if e.Code == wire.CodeLeaseLost {
 			s.m.losses.WithLabelValues(e.Reason).Inc()
 		}
-		s.fail(w, routeRenew, err, who, false)
-		return
+		return s.failTo(rep, routeRenew, err, who, false)
 	}
-	s.deliver(w, r, routeRenew, g, ttl, false)
+	return s.deliver(rep, routeRenew, g, ttl, false)
 }
 
-func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, who caller) {
-	in, err := decodeRelease(body(w, r))
+var releasedBody = []byte("{}\n")
+
+// hotRelease serves POST /v1/release.
+func (s *Server) hotRelease(rep replier, b []byte, rerr error, who caller) bool {
+	in, err := decodeReleaseBody(b, rerr)
 	if err != nil {
-		s.fail(w, routeRelease, err, who, false)
-		return
+		return s.failTo(rep, routeRelease, err, who, false)
 	}
 	// A release completes even if the client hangs up meanwhile.
-	if err := s.eng.release(context.WithoutCancel(r.Context()), in.Name, in.ID, who.Caller); err != nil {
-		s.fail(w, routeRelease, err, who, false)
-		return
+	if err := s.eng.release(context.WithoutCancel(rep.gone()), in.Name, in.ID, who.Caller); err != nil {
+		return s.failTo(rep, routeRelease, err, who, false)
 	}
-	_ = writeBody(w, http.StatusOK, []byte("{}\n"), false)
+	if rep.send(http.StatusOK, releasedBody, false) != nil {
+		s.m.request(routeRelease, codeGone)
+		return false
+	}
 	s.m.request(routeRelease, "ok")
+	return true
 }
 
 func (s *Server) inspector(w http.ResponseWriter, route string, who caller) sema.Inspector {

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"net/http"
 	"sync"
 	"time"
 
@@ -16,34 +15,40 @@ var errWaitOver = errors.New("wait_ms elapsed")
 // longPoll waits in the backend's queue for up to wait. If no outcome is
 // known after one heartbeat interval, it commits 200 and writes a space
 // every interval; the final body is an envelope either way. A client that
-// hangs up is dequeued (its request context ends); a grant it can no
-// longer receive is given back.
-func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, req sema.Request, wait time.Duration, who caller) {
+// hangs up is dequeued (rep.gone ends); a grant it can no longer receive
+// is given back. It reports whether an answer went out.
+func (s *Server) longPoll(rep replier, req sema.Request, wait time.Duration, who caller) bool {
+	// The connection's read and write timeouts are for ordinary requests;
+	// this one may legitimately last up to wait.
+	rep.extend(time.Now().Add(wait + s.cfg.Heartbeat + 30*time.Second))
+	if hr, ok := rep.(*h1reply); ok {
+		if handled, ok := s.startAsync(hr, req, wait, who); handled {
+			return ok
+		}
+	}
+	return rep.await(func(rep replier) bool { return s.waitGrant(rep, req, wait, who) })
+}
+
+// waitGrant is the wait of a long poll, answered through rep.
+func (s *Server) waitGrant(rep replier, req sema.Request, wait time.Duration, who caller) bool {
 	s.m.longPolling.Inc()
 	defer s.m.longPolling.Dec()
-	// The http.Server's read and write timeouts are for ordinary requests;
-	// this one may legitimately last up to wait.
-	rc := http.NewResponseController(w)
-	deadline := time.Now().Add(wait + s.cfg.Heartbeat + 30*time.Second)
-	_ = rc.SetReadDeadline(deadline)
-	_ = rc.SetWriteDeadline(deadline)
-
-	ctx, cancel := context.WithCancelCause(r.Context())
+	gone := rep.gone()
+	ctx, cancel := context.WithCancelCause(gone)
 	defer cancel(nil)
 	stop := context.AfterFunc(s.closing, func() { cancel(errShuttingDown) })
 	defer stop()
 
 	// One timer serves both the heartbeats and the end of wait.
-	hb := startHeartbeat(w, s.cfg.Heartbeat, wait, cancel)
+	hb := startHeartbeat(rep, s.cfg.Heartbeat, wait, cancel)
 	g, err := s.eng.acquire(ctx, req, who.Caller, true)
 	committed := hb.stop()
 	if err == nil {
-		s.deliver(w, r, routeAcquire, g, req.TTL, committed)
-		return
+		return s.deliver(rep, routeAcquire, g, req.TTL, committed)
 	}
-	if r.Context().Err() != nil {
+	if gone.Err() != nil {
 		s.m.request(routeAcquire, codeGone)
-		return
+		return false
 	}
 	switch context.Cause(ctx) {
 	case errWaitOver:
@@ -51,7 +56,7 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, req sema.Reque
 	case errShuttingDown:
 		err = errShuttingDown
 	}
-	s.fail(w, routeAcquire, err, who, committed)
+	return s.failTo(rep, routeAcquire, err, who, committed)
 }
 
 // heldError describes who holds name, for a wait that ran out.
@@ -72,7 +77,7 @@ func (s *Server) heldError(ctx context.Context, name string, err error) error {
 // wait (cancel with errWaitOver) at its deadline: one timer for both.
 type heartbeat struct {
 	mu        sync.Mutex
-	w         http.ResponseWriter
+	rep       replier
 	timer     *time.Timer
 	interval  time.Duration
 	deadline  time.Time
@@ -81,8 +86,8 @@ type heartbeat struct {
 	stopped   bool
 }
 
-func startHeartbeat(w http.ResponseWriter, interval, wait time.Duration, cancel context.CancelCauseFunc) *heartbeat {
-	h := &heartbeat{w: w, interval: interval, deadline: time.Now().Add(wait), cancel: cancel}
+func startHeartbeat(rep replier, interval, wait time.Duration, cancel context.CancelCauseFunc) *heartbeat {
+	h := &heartbeat{rep: rep, interval: interval, deadline: time.Now().Add(wait), cancel: cancel}
 	h.mu.Lock()
 	h.timer = time.AfterFunc(min(interval, wait), h.tick)
 	h.mu.Unlock()
@@ -100,13 +105,10 @@ func (h *heartbeat) tick() {
 		h.cancel(errWaitOver)
 		return
 	}
-	if !h.committed {
-		h.w.Header()["Content-Type"] = jsonType
-		h.w.WriteHeader(http.StatusOK)
-		h.committed = true
-	}
-	if _, err := h.w.Write([]byte{' '}); err != nil || flush(h.w) != nil {
-		return // the client is gone: its request context ends the wait
+	first := !h.committed
+	h.committed = true
+	if h.rep.beat(first) != nil {
+		return // the client is gone: its context ends the wait
 	}
 	h.timer.Reset(min(h.interval, left))
 }

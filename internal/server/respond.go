@@ -80,6 +80,32 @@ func flush(w http.ResponseWriter) error {
 
 // fail answers with the error envelope of err.
 func (s *Server) fail(w http.ResponseWriter, route string, err error, who caller, committed bool) {
+	body := s.errorBody(route, err, who)
+	status := body.status
+	_ = writeBody(w, status, body.b, committed)
+	s.m.request(route, body.code)
+}
+
+// failTo answers rep with the error envelope of err. It reports whether
+// the answer went out.
+func (s *Server) failTo(rep replier, route string, err error, who caller, committed bool) bool {
+	body := s.errorBody(route, err, who)
+	if rep.send(body.status, body.b, committed) != nil {
+		s.m.request(route, codeGone)
+		return false
+	}
+	s.m.request(route, body.code)
+	return true
+}
+
+type errBody struct {
+	b      []byte
+	status int
+	code   string
+}
+
+// errorBody encodes the error envelope of err and logs internal errors.
+func (s *Server) errorBody(route string, err error, who caller) errBody {
 	e, status := toWire(err, who.Admin)
 	if e.Code == wire.CodeInternal {
 		s.log.Error("sema serve: internal error", "route", route, "err", err)
@@ -88,8 +114,7 @@ func (s *Server) fail(w http.ResponseWriter, route string, err error, who caller
 	if merr != nil {
 		body = []byte(`{"error":{"code":"internal","message":"cannot encode the error"}}`)
 	}
-	_ = writeBody(w, status, append(body, '\n'), committed)
-	s.m.request(route, e.Code)
+	return errBody{append(body, '\n'), status, e.Code}
 }
 
 // ok answers 200 with v as JSON.
@@ -103,24 +128,22 @@ func (s *Server) ok(w http.ResponseWriter, route string, v any) {
 	s.m.request(route, "ok")
 }
 
-// deliver answers with a lease. For an acquire, a grant that cannot be
-// delivered (the client is gone, the write fails) is given back.
-func (s *Server) deliver(w http.ResponseWriter, r *http.Request, route string, g sema.Grant, ttl time.Duration, committed bool) {
+// deliver answers with a lease and reports whether it went out. For an
+// acquire, a grant that cannot be delivered (the client is gone, the write
+// fails) is given back.
+func (s *Server) deliver(rep replier, route string, g sema.Grant, ttl time.Duration, committed bool) bool {
 	acquire := route == routeAcquire
-	if r.Context().Err() != nil {
+	if rep.gone().Err() != nil {
 		if acquire {
 			s.giveBack(g)
 		}
 		s.m.request(route, codeGone)
-		return
+		return false
 	}
 	l := leaseOf(g, ttl)
 	bp := s.bufs.Get().(*[]byte)
 	b := appendLeaseEnvelope((*bp)[:0], &l)
-	err := writeBody(w, http.StatusOK, b, committed)
-	if err == nil {
-		err = flush(w)
-	}
+	err := rep.send(http.StatusOK, b, committed)
 	if cap(b) <= 4096 {
 		*bp = b
 		s.bufs.Put(bp)
@@ -131,13 +154,14 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, route string, g
 			s.giveBack(g)
 		}
 		s.m.request(route, codeGone)
-		return
+		return false
 	}
 	s.m.request(route, "ok")
 	if acquire {
 		s.m.grants.Inc()
 		s.m.wait.Observe(g.Waited.Seconds())
 	}
+	return true
 }
 
 // giveBack releases a grant nobody received, on its own bounded context.

@@ -34,6 +34,10 @@ type Server struct {
 	close   context.CancelFunc
 	closed  atomic.Bool
 	bufs    sync.Pool
+
+	connMu sync.Mutex
+	conns  map[*h1conn]struct{} // taken-over connections (h1conn.go)
+	connWG sync.WaitGroup
 }
 
 // route is one endpoint. role 0 means no authentication.
@@ -41,20 +45,21 @@ type route struct {
 	method, path, label string
 	role                Role
 	h                   func(s *Server, w http.ResponseWriter, r *http.Request, who caller)
+	hot                 hotHandler // instead of h: the hot routes (h1conn.go serves them too)
 }
 
 // routeTable lists every endpoint; api/openapi.yaml documents the same.
 func routeTable() []*route {
 	return []*route{
-		{http.MethodPost, wire.PathAcquire, routeAcquire, RoleClient, (*Server).handleAcquire},
-		{http.MethodPost, wire.PathRenew, routeRenew, RoleClient, (*Server).handleRenew},
-		{http.MethodPost, wire.PathRelease, routeRelease, RoleClient, (*Server).handleRelease},
-		{http.MethodGet, wire.PathLock + "{name}", routeDescribe, RoleClient, (*Server).handleDescribe},
-		{http.MethodGet, wire.PathLocks, routeList, RoleAdmin, (*Server).handleList},
-		{http.MethodPost, wire.PathForceRelease, routeForceRelease, RoleAdmin, (*Server).handleForceRelease},
-		{http.MethodGet, wire.PathGuarantees, routeGuarantees, RoleClient, (*Server).handleGuarantees},
-		{http.MethodGet, wire.PathHealth, routeHealth, 0, (*Server).handleHealth},
-		{http.MethodGet, wire.PathMetrics, routeOther, 0, (*Server).handleMetrics},
+		{http.MethodPost, wire.PathAcquire, routeAcquire, RoleClient, nil, (*Server).hotAcquire},
+		{http.MethodPost, wire.PathRenew, routeRenew, RoleClient, nil, (*Server).hotRenew},
+		{http.MethodPost, wire.PathRelease, routeRelease, RoleClient, nil, (*Server).hotRelease},
+		{http.MethodGet, wire.PathLock + "{name}", routeDescribe, RoleClient, (*Server).handleDescribe, nil},
+		{http.MethodGet, wire.PathLocks, routeList, RoleAdmin, (*Server).handleList, nil},
+		{http.MethodPost, wire.PathForceRelease, routeForceRelease, RoleAdmin, (*Server).handleForceRelease, nil},
+		{http.MethodGet, wire.PathGuarantees, routeGuarantees, RoleClient, (*Server).handleGuarantees, nil},
+		{http.MethodGet, wire.PathHealth, routeHealth, 0, (*Server).handleHealth, nil},
+		{http.MethodGet, wire.PathMetrics, routeOther, 0, (*Server).handleMetrics, nil},
 	}
 }
 
@@ -111,6 +116,29 @@ func (s *Server) Guarantees() sema.Guarantees { return s.guar }
 func (s *Server) Close() {
 	s.closed.Store(true)
 	s.close()
+	s.closeIdle()
+}
+
+// Shutdown closes the server (Close) and waits until the connections it
+// has taken over from the http.Server have answered their last request
+// and closed, or ctx ends (they are then closed). Call it after
+// http.Server.Shutdown, which does not know them, and before closing the
+// backend.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Close()
+	done := make(chan struct{})
+	go func() { s.connWG.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.connMu.Lock()
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.connMu.Unlock()
+	return context.Cause(ctx)
 }
 
 // ServeHTTP routes a request.
@@ -141,5 +169,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rt.h(s, w, r, who)
+	if rt.hot == nil {
+		rt.h(s, w, r, who)
+		return
+	}
+	if s.serveHot(rt.hot, w, r, who) {
+		s.takeOver(w, r)
+	}
 }

@@ -47,7 +47,7 @@ const (
 )
 
 func (s *Store) acquire(ctx context.Context, req sema.Request, who Caller, mode int) (sema.Grant, bool, error) {
-	g, err := s.acquireMode(ctx, req, who, mode)
+	g, _, err := s.acquireMode(ctx, req, who, mode, nil)
 	if err == errMustWait {
 		return sema.Grant{}, false, nil
 	}
@@ -57,7 +57,22 @@ func (s *Store) acquire(ctx context.Context, req sema.Request, who Caller, mode 
 // errMustWait is acquireMode's answer in modeNow when req must wait.
 var errMustWait = errors.New("store: must wait")
 
-func (s *Store) acquireMode(ctx context.Context, req sema.Request, who Caller, mode int) (sema.Grant, error) {
+// acquireMode acquires in mode. With notify (modeWait only), a request
+// that must wait is queued and returned as a *Wait at once (async.go).
+func (s *Store) acquireMode(ctx context.Context, req sema.Request, who Caller, mode int, notify func(*Wait)) (sema.Grant, *Wait, error) {
+	g, err := s.acquireWait(ctx, req, who, mode, notify)
+	if qw, ok := err.(queuedError); ok {
+		return sema.Grant{}, qw.w, nil
+	}
+	return g, nil, err
+}
+
+// queuedError carries the *Wait of a request queued by AcquireAsync.
+type queuedError struct{ w *Wait }
+
+func (queuedError) Error() string { return "store: queued" }
+
+func (s *Store) acquireWait(ctx context.Context, req sema.Request, who Caller, mode int, notify func(*Wait)) (sema.Grant, error) {
 	wait := mode == modeWait
 	if err := req.Validate(); err != nil {
 		return sema.Grant{}, err
@@ -70,50 +85,56 @@ func (s *Store) acquireMode(ctx context.Context, req sema.Request, who Caller, m
 	}
 	s.mu.Lock()
 	if s.closed {
-		s.mu.Unlock()
+		s.unlock()
 		return sema.Grant{}, sema.ErrClosed
 	}
 	now := s.mono()
 	e, err := s.entryFor(req.Name, req.Limit, now)
 	if err != nil {
-		s.mu.Unlock()
+		s.unlock()
 		return sema.Grant{}, err
 	}
 	if l := e.find(req.ID); l != nil { // idempotent retry
 		if !who.may(l) {
-			s.mu.Unlock()
+			s.unlock()
 			return sema.Grant{}, fmt.Errorf("store: acquire %q: %w", req.Name, ErrForbidden)
 		}
 		g, seq := s.grantOf(l), l.seq
-		s.mu.Unlock()
+		s.unlock()
 		if err := s.wal.wait(ctx, seq); err != nil {
 			return sema.Grant{}, s.waitError(ctx, err)
 		}
 		return g, nil
 	}
 	if e.waiters.len == 0 && e.used+req.Weight <= e.limit && !s.fenced(e, now) {
-		l := s.grantLocked(e, &req, who.Principal, now)
+		l, _ := s.grantLocked(e, &req, who.Principal, now, false)
 		g, seq := s.grantOf(l), l.seq
-		s.mu.Unlock()
+		s.unlock()
 		return s.deliver(ctx, l, g, seq)
 	}
 	if mode == modeNow {
 		s.dropIfIdle(e)
-		s.mu.Unlock()
+		s.unlock()
 		return sema.Grant{}, errMustWait
 	}
 	if !wait {
 		err := s.heldError(e)
 		s.dropIfIdle(e)
-		s.mu.Unlock()
+		s.unlock()
 		return sema.Grant{}, err
 	}
 	w := &waiter{req: req, principal: who.Principal, admin: who.Admin, since: now, ready: make(chan struct{})}
+	if notify != nil {
+		w.notify, w.async = notify, &Wait{s: s, w: w, e: e}
+	}
 	if err := s.enqueue(e, w); err != nil {
-		s.mu.Unlock()
+		s.unlock()
 		return sema.Grant{}, err
 	}
-	s.mu.Unlock()
+	s.unlock()
+	if notify != nil {
+		return sema.Grant{}, queuedError{w.async}
+	}
 
 	select {
 	case <-w.ready:
@@ -122,7 +143,7 @@ func (s *Store) acquireMode(ctx context.Context, req sema.Request, who Caller, m
 		}
 		s.mu.Lock()
 		g, seq := s.grantOf(w.lease), w.lease.seq
-		s.mu.Unlock()
+		s.unlock()
 		g.Waited = w.waited
 		if w.early {
 			return g, nil // covered by the name's durable FAST record (fast.go)
@@ -144,7 +165,7 @@ func (s *Store) acquireMode(ctx context.Context, req sema.Request, who Caller, m
 		}
 		s.dropIfIdle(e)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	return sema.Grant{}, notAcquired(ctx)
 }
 
@@ -154,7 +175,7 @@ func (s *Store) deliver(ctx context.Context, l *lease, g sema.Grant, seq uint64)
 	if err := s.wal.wait(ctx, seq); err != nil {
 		s.mu.Lock()
 		s.giveBackLocked(l)
-		s.mu.Unlock()
+		s.unlock()
 		return sema.Grant{}, s.waitError(ctx, err)
 	}
 	return g, nil

@@ -84,14 +84,17 @@ func (s *Store) entryFor(name string, limit int64, now int64) (*entry, error) {
 	return e, nil
 }
 
-// grantLocked creates a lease for req in e and journals it (urgent: its
-// caller waits for it to be on disk before answering).
-func (s *Store) grantLocked(e *entry, req *sema.Request, principal string, now int64) *lease {
+// grantLocked creates a lease for req in e and journals it. The record is
+// urgent (its caller waits for it to be on disk before answering) unless
+// it is a handoff that may be answered early (fast.go): then nobody waits
+// for it and it goes out with the next batch. early reports which.
+func (s *Store) grantLocked(e *entry, req *sema.Request, principal string, now int64, handoff bool) (l *lease, early bool) {
 	s.token++
 	if e.fast {
 		s.reserveTokens()
 	}
-	l := &lease{
+	early = handoff && s.early(e, req.TTL, s.token)
+	l = &lease{
 		e: e, id: req.ID, owner: req.Owner, host: req.Host, principal: s.intern(principal),
 		token: s.token, weight: req.Weight, ttl: req.TTL,
 		acquired: now, renewed: now, expires: now + int64(req.TTL), pid: int32(req.PID),
@@ -106,8 +109,8 @@ func (s *Store) grantLocked(e *entry, req *sema.Request, principal string, now i
 		kind: kindGrant, name: e.name, id: l.id, owner: l.owner, host: l.host, principal: l.principal,
 		pid: req.PID, weight: l.weight, limit: e.limit, token: l.token, ttl: l.ttl,
 		acquired: s.wall(now).UnixNano(),
-	}, true)
-	return l
+	}, !early)
+	return l, early
 }
 
 // endLocked removes a lease and journals why. It does not grant waiters:
@@ -161,14 +164,14 @@ func (s *Store) grantWaiters(e *entry, now int64) {
 			s.armFast(e)
 		}
 		s.dequeue(e, w)
-		w.lease = s.grantLocked(e, &w.req, w.principal, now)
-		w.early = s.early(e, w.lease)
+		w.lease, w.early = s.grantLocked(e, &w.req, w.principal, now, true)
 		s.handoffs.Add(1)
 		if w.early {
 			s.earlyHandoffs.Add(1)
 		}
 		w.waited = time.Duration(now - w.since)
 		close(w.ready)
+		s.queueNotify(w)
 	}
 }
 

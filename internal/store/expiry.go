@@ -94,7 +94,7 @@ func (s *Store) armTimer(at int64) {
 // onTimer expires every lease whose time is up and re-arms for the next.
 func (s *Store) onTimer() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.timerAt = 0
 	if s.closed {
 		return

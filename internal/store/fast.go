@@ -21,6 +21,10 @@ import "time"
 // pass (it could not renew after the crash). Leases of the name found on
 // disk are honoured as usual, and the token counter resumes above every
 // reservation, so tokens never go back.
+//
+// Nobody waits for the grant record of an early handoff, so it is not
+// urgent: it goes out with the next batch (at most FlushDelay later)
+// instead of starting an fsync of its own.
 
 // reserveChunk is how far ahead of the counter tokens are reserved.
 const reserveChunk = 1 << 20
@@ -64,10 +68,10 @@ func (s *Store) armFast(e *entry) {
 	s.reserveTokens()
 }
 
-// early reports whether the handoff lease l may be answered before its
-// record is on disk. Callers hold s.mu.
-func (s *Store) early(e *entry, l *lease) bool {
-	return e.fast && l.ttl <= e.fastTTL && s.wal.durable.Load() >= e.fastSeq && l.token <= s.durableReserve()
+// early reports whether a handoff on e with this TTL and token may be
+// answered before its grant record is on disk. Callers hold s.mu.
+func (s *Store) early(e *entry, ttl time.Duration, token uint64) bool {
+	return e.fast && ttl <= e.fastTTL && s.wal.durable.Load() >= e.fastSeq && token <= s.durableReserve()
 }
 
 // fence makes e refuse grants until now+ttl. The fence is a pseudo-lease

@@ -45,7 +45,7 @@ func (s *Store) Describe(_ context.Context, name string) (sema.Status, error) {
 		return sema.Status{}, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.closed {
 		return sema.Status{}, sema.ErrClosed
 	}
@@ -68,7 +68,7 @@ func (s *Store) List(_ context.Context, prefix string) ([]sema.Status, error) {
 	}
 	s.mu.Lock()
 	if s.closed {
-		s.mu.Unlock()
+		s.unlock()
 		return nil, sema.ErrClosed
 	}
 	now := s.mono()
@@ -84,7 +84,7 @@ func (s *Store) List(_ context.Context, prefix string) ([]sema.Status, error) {
 		}
 		out = append(out, s.status(e))
 	}
-	s.mu.Unlock()
+	s.unlock()
 	slices.SortFunc(out, func(a, b sema.Status) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
@@ -97,7 +97,7 @@ func (s *Store) ForceRelease(_ context.Context, name, id string) ([]sema.Holder,
 		return nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.closed {
 		return nil, sema.ErrClosed
 	}

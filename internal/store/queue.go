@@ -19,6 +19,9 @@ type waiter struct {
 	early      bool // lease may be answered before its record is on disk
 	waited     time.Duration
 	err        error
+	notify     func(*Wait) // an AcquireAsync's: called once granted or failed
+	async      *Wait
+	cancelled  bool
 }
 
 // queue is an intrusive FIFO list of waiters.

@@ -136,7 +136,7 @@ func open(cfg Config, lock *os.File) (*Store, error) {
 	if len(s.heap) > 0 {
 		s.armTimer(s.heap[0].expires)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if len(st.leases) > 0 || st.token > 0 {
 		cfg.Logger.Info("sema store: recovered", "dir", cfg.Dir, "leases", len(st.leases), "token", st.token)
 	}

@@ -21,21 +21,21 @@ func (s *Store) RenewAs(ctx context.Context, name, id string, ttl time.Duration,
 	}
 	s.mu.Lock()
 	if s.closed {
-		s.mu.Unlock()
+		s.unlock()
 		return sema.Grant{}, sema.ErrClosed
 	}
 	now := s.mono()
 	l := s.lookup(name, id, now)
 	if l == nil {
 		_, forced := s.revoked[name+"\x00"+id]
-		s.mu.Unlock()
+		s.unlock()
 		if forced {
 			return sema.Grant{}, fmt.Errorf("store: renew %q: %w", name, sema.ErrForceReleased)
 		}
 		return sema.Grant{}, fmt.Errorf("store: renew %q: %w", name, sema.ErrExpired)
 	}
 	if !who.may(l) {
-		s.mu.Unlock()
+		s.unlock()
 		return sema.Grant{}, fmt.Errorf("store: renew %q: %w", name, ErrForbidden)
 	}
 	l.renewed, l.expires = now, now+int64(ttl)
@@ -46,7 +46,7 @@ func (s *Store) RenewAs(ctx context.Context, name, id string, ttl time.Duration,
 		seq = s.wal.append(&record{kind: kindTTL, name: name, id: id, ttl: ttl}, true)
 	}
 	g := s.grantOf(l)
-	s.mu.Unlock()
+	s.unlock()
 	if err := s.wal.wait(ctx, seq); err != nil {
 		return sema.Grant{}, err
 	}
@@ -76,7 +76,7 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 // for: losing it in a crash only keeps the permits held for one more TTL.
 func (s *Store) ReleaseAs(_ context.Context, name, id string, who Caller) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.closed {
 		return sema.ErrClosed
 	}

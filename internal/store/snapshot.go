@@ -130,14 +130,14 @@ func (s *Store) snapshot(done chan struct{}) {
 	if err != nil {
 		s.snapshotting = false
 		s.lastSnap = max(s.lastSnap, s.wal.bytes.Load()) // back off before retrying
-		s.mu.Unlock()
+		s.unlock()
 		s.log.Error("sema store: cannot start a new log segment", "err", err)
 		return
 	}
 	s.wal.rotate(f)
 	s.segNo = n
 	data := s.encodeSnapshot(n)
-	s.mu.Unlock()
+	s.unlock()
 
 	err = writeSnapshot(s.cfg.Dir, n, data)
 	if err == nil {
@@ -146,7 +146,7 @@ func (s *Store) snapshot(done chan struct{}) {
 	s.mu.Lock()
 	s.snapshotting = false
 	s.lastSnap = int64(len(data))
-	s.mu.Unlock()
+	s.unlock()
 	if err != nil {
 		s.log.Error("sema store: snapshot failed; the log keeps growing", "err", err)
 		return

@@ -36,6 +36,7 @@ type Store struct {
 	reserved     uint64        // tokens reserved in the log (fast.go)
 	resDurable   uint64        // the largest reservation known to be on disk
 	pendingRes   []reservation // reservations not yet known to be on disk
+	notify       []*waiter     // AcquireAsync waiters to tell, after unlocking (async.go)
 
 	holders, waiting                  atomic.Int64
 	grants, expirations, forceRelease atomic.Uint64
@@ -83,7 +84,7 @@ func (s *Store) Stats() Stats {
 // be quick and must not call the store.
 func (s *Store) SetOnEnd(fn func(reason Reason, held time.Duration)) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.onEnd = fn
 }
 
@@ -100,7 +101,7 @@ func (s *Store) Err() error {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
-		s.mu.Unlock()
+		s.unlock()
 		return nil
 	}
 	s.closed = true
@@ -109,6 +110,7 @@ func (s *Store) Close() error {
 			s.dequeue(e, w)
 			w.err = sema.ErrClosed
 			close(w.ready)
+			s.queueNotify(w)
 		}
 	}
 	s.waiting.Store(0)
@@ -116,7 +118,7 @@ func (s *Store) Close() error {
 		s.timer.Stop()
 	}
 	snap := s.snapDone
-	s.mu.Unlock()
+	s.unlock()
 	if snap != nil {
 		<-snap
 	}

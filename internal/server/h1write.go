@@ -1,0 +1,123 @@
+package server
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Deadlines and writes of taken-over connections (h1conn.go).
+
+// setReadDeadline sets (and records) the read deadline.
+func (c *h1conn) setReadDeadline(t time.Time) {
+	c.mu.Lock()
+	c.setReadDeadlineLocked(t)
+	c.mu.Unlock()
+}
+
+func (c *h1conn) setReadDeadlineLocked(t time.Time) {
+	c.rdl = t
+	_ = c.nc.SetReadDeadline(t)
+}
+
+// renew returns whether a deadline set at *dl must be set again to allow
+// d from now: deadlines are re-armed only when less than d/2 or more than
+// d is left, which saves a timer update on most requests.
+func renew(dl time.Time, d time.Duration) (time.Time, bool) {
+	if d <= 0 {
+		return time.Time{}, !dl.IsZero()
+	}
+	now := time.Now()
+	if left := dl.Sub(now); !dl.IsZero() && left >= d/2 && left <= d {
+		return dl, false
+	}
+	return now.Add(d), true
+}
+
+// linger lets the client read an answer sent before the end of its body
+// (413): closing a socket with unread data would reset the connection,
+// losing the answer. As net/http does, the write side is closed first and
+// what the client still sends is read and dropped for a short while.
+func (c *h1conn) linger() {
+	if tc, ok := c.nc.(*net.TCPConn); ok && tc.CloseWrite() == nil {
+		c.setReadDeadline(time.Now().Add(500 * time.Millisecond))
+		_, _ = io.CopyN(io.Discard, c.br, 4<<20)
+	}
+}
+
+// writeRaw writes a canned answer, ignoring errors (the connection closes).
+func (c *h1conn) writeRaw(s string) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.armWrite()
+	_, _ = io.WriteString(c.nc, s)
+}
+
+// writeLocked writes one answer with one write(2). Callers hold c.wmu.
+func (c *h1conn) writeLocked(status int, body []byte, committed bool, extra string, closeAfter bool) error {
+	b := c.out[:0]
+	if committed {
+		b = appendChunk(b, body)
+		b = append(b, "0\r\n\r\n"...)
+	} else {
+		b = appendStatus(b, status)
+		b = append(b, "Content-Type: application/json\r\nDate: "...)
+		b = append(b, httpDate()[0]...)
+		b = append(b, "\r\nContent-Length: "...)
+		b = append(b, contentLength(len(body))[0]...)
+		b = append(b, "\r\n"...)
+		b = append(b, extra...)
+		if closeAfter {
+			b = append(b, "Connection: close\r\n"...)
+		}
+		b = append(b, "\r\n"...)
+		b = append(b, body...)
+	}
+	if cap(b) <= 8192 {
+		c.out = b
+	}
+	c.armWrite()
+	_, err := c.nc.Write(b)
+	return err
+}
+
+// armWrite renews the write deadline if needed. Callers hold c.wmu.
+func (c *h1conn) armWrite() {
+	if t, ok := renew(c.wdl, c.to.write); ok {
+		c.wdl = t
+		_ = c.nc.SetWriteDeadline(t)
+	}
+}
+
+func appendStatus(b []byte, status int) []byte {
+	b = append(b, "HTTP/1.1 "...)
+	b = append(b, contentLength(status)[0]...)
+	b = append(b, ' ')
+	b = append(b, http.StatusText(status)...)
+	return append(b, "\r\n"...)
+}
+
+func appendChunk(b, p []byte) []byte {
+	const hex = "0123456789abcdef"
+	var size [16]byte
+	i := len(size)
+	for n := len(p); ; n >>= 4 {
+		i--
+		size[i] = hex[n&0xf]
+		if n < 16 {
+			break
+		}
+	}
+	b = append(b, size[i:]...)
+	b = append(b, "\r\n"...)
+	b = append(b, p...)
+	return append(b, "\r\n"...)
+}
+
+func grow(b []byte, n int) []byte {
+	if cap(b) >= n {
+		return b
+	}
+	return make([]byte, 0, n)
+}
