@@ -37,7 +37,7 @@ type Lease struct {
 	ended     bool
 	stopping  bool          // Release has begun
 	renewing  bool          // a keepalive renewal is in flight
-	relDone   bool          // guarded by relMu, not mu: Release has returned
+	relDone   bool          // Release has finished: relErr holds its result
 	expires   int64         // backend clock, Unix ns, as of the last confirmed renewal; 0 if unknown
 	deadline  time.Duration // local, by c.now(): sent + TTL − margin
 	nextRenew time.Duration // by c.now()
@@ -45,8 +45,7 @@ type Lease struct {
 	x         *leaseExtra   // what few leases need, made on first use
 
 	renewMu sync.Mutex  // held for the duration of each renewal
-	relMu   sync.Mutex  // serialises Release calls
-	relErr  error       // what Release returned; guarded by relMu
+	relErr  error       // what Release returned
 	idBytes [idLen]byte // the lease ID made by this client: written once, then only read through id
 }
 
@@ -57,6 +56,7 @@ type leaseExtra struct {
 	inflight context.CancelFunc // cancels the renewal in progress
 	ctx      context.Context    // of Lease.Context
 	cancel   context.CancelCauseFunc
+	relWait  chan struct{} // closed when the first Release finishes, for the others
 }
 
 func (l *Lease) extra() *leaseExtra {
@@ -218,17 +218,21 @@ func (l *Lease) endLocked(reason error) {
 // result. It returns nil if the lease was held until released, or an error
 // wrapping ErrLeaseLost if it had been lost before.
 func (l *Lease) Release(ctx context.Context) error {
-	l.relMu.Lock()
-	defer l.relMu.Unlock()
-	if !l.relDone {
-		l.relErr = l.release(ctx)
-		l.relDone = true
-	}
-	return l.relErr
-}
-
-func (l *Lease) release(ctx context.Context) error {
 	l.mu.Lock()
+	if l.stopping { // another Release ran or runs: its result is ours
+		if !l.relDone {
+			x := l.extra()
+			if x.relWait == nil {
+				x.relWait = make(chan struct{})
+			}
+			wait := x.relWait
+			l.mu.Unlock()
+			<-wait
+			l.mu.Lock()
+		}
+		defer l.mu.Unlock()
+		return l.relErr
+	}
 	l.stopping = true
 	l.s.remove(l)
 	renewing := l.x != nil && l.x.inflight != nil
@@ -254,16 +258,29 @@ func (l *Lease) release(ctx context.Context) error {
 		defer cancel()
 		err = retry(rctx, func() error { return c.b.Release(rctx, name, l.id) })
 	}
-	l.end(ErrReleased)
+	err = releaseResult(name, lost, err)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endLocked(ErrReleased)
+	l.relDone, l.relErr = true, err
+	if l.x != nil && l.x.relWait != nil {
+		close(l.x.relWait)
+	}
+	return err
+}
+
+// releaseResult is what Release returns, given how the lease had ended
+// before (lost) and what the backend said.
+func releaseResult(name string, lost, err error) error {
 	switch {
 	case lost != nil:
-		return fmt.Errorf("sema: release %q: lease had ended: %w", l.sem.name, lost)
+		return fmt.Errorf("sema: release %q: lease had ended: %w", name, lost)
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrNotHeld):
-		return fmt.Errorf("sema: release %q: backend no longer held it: %w", l.sem.name, ErrExpired)
+		return fmt.Errorf("sema: release %q: backend no longer held it: %w", name, ErrExpired)
 	}
-	return fmt.Errorf("sema: release %q: %w", l.sem.name, err)
+	return fmt.Errorf("sema: release %q: %w", name, err)
 }
 
 // retry calls op until it succeeds, fails with a sentinel other than

@@ -288,3 +288,44 @@ func TestTimersNotShared(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// Release called by many goroutines at once gives the permits back once and
+// every call returns the first call's result, also for a lease lost before.
+func TestConcurrentRelease(t *testing.T) {
+	c := sema.New(mem.New())
+	m := c.Mutex("concurrent-release")
+	ctx := context.Background()
+	for _, lose := range []bool{false, true} {
+		l, err := m.Acquire(ctx, sema.WithTTL(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lose {
+			if _, err := c.ForceRelease(ctx, m.Name(), l.ID()); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Refresh(ctx); !errors.Is(err, sema.ErrLeaseLost) {
+				t.Fatalf("refresh after force-release: %v", err)
+			}
+		}
+		errs := make([]error, 16)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() { errs[i] = l.Release(ctx) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if lose != (err != nil) || (err != nil && err.Error() != errs[0].Error()) {
+				t.Fatalf("lost=%v: Release %d returned %v, the first %v", lose, i, err, errs[0])
+			}
+		}
+		if lose && !errors.Is(errs[0], sema.ErrForceReleased) {
+			t.Fatalf("release of a force-released lease: %v", errs[0])
+		}
+		l2, err := m.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("after the releases the mutex is not free: %v", err)
+		}
+		_ = l2.Release(ctx)
+	}
+}
