@@ -170,14 +170,6 @@ func (a *asyncPoll) finish(ok bool) {
 	a.s.m.longPolling.Dec()
 	a.cancel(nil)
 	a.p.ok = ok
-	c := a.c
-	c.mu.Lock()
-	c.idle = true
-	if c.s.closed.Load() {
-		c.setReadDeadlineLocked(aLongTimeAgo)
-	} else {
-		c.setReadDeadlineLocked(deadline(c.to.idle))
-	}
-	c.mu.Unlock()
+	a.c.backToIdle()
 	close(a.p.done)
 }

@@ -91,17 +91,22 @@ func (r h1reply) await(poll func(replier) bool) bool {
 	c.polls <- func() {
 		p.ok = poll(&h1reply{c: c, close: r.close, ctx: ctx})
 		cancel(nil)
-		// The connection now waits for its next request: under the idle
-		// timeout again, and closed at once if the server is closing.
-		c.mu.Lock()
-		c.idle = true
-		if c.s.closed.Load() {
-			c.setReadDeadlineLocked(aLongTimeAgo)
-		} else {
-			c.setReadDeadlineLocked(deadline(c.to.idle))
-		}
-		c.mu.Unlock()
+		c.backToIdle()
 		close(p.done)
 	}
 	return true
+}
+
+// backToIdle puts the connection back to waiting for its next request after
+// a long poll: under the idle timeout again, and closed at once if the
+// server is closing.
+func (c *h1conn) backToIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.idle = true
+	if c.s.closed.Load() {
+		c.setReadDeadlineLocked(aLongTimeAgo)
+	} else {
+		c.setReadDeadlineLocked(deadline(c.to.idle))
+	}
 }
