@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/wire"
 )
 
 // TryAcquire asks the server once for the permits, without waiting.
@@ -31,15 +32,22 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 
 // acquireOnce posts one acquire; waitMs > 0 makes it a long poll.
 func (b *Backend) acquireOnce(ctx context.Context, req *sema.Request, waitMs int64) (sema.Grant, error) {
-	body := appendAcquire(make([]byte, 0, 160+len(req.Name)+len(req.Owner)+len(req.Host)), req, waitMs)
-	l, err := b.leaseCall(ctx, "acquire", b.uAcquire, req.Name, body, req.ID, waitMs == 0)
+	buf := b.bodyBuffer()
+	body := appendAcquire(buf.b[:0], req, waitMs)
+	l := wire.Lease{Name: req.Name, ID: req.ID, Owner: req.Owner}
+	timeout := b.cfg.RequestTimeout
+	if waitMs > 0 {
+		timeout = 0 // a long poll
+	}
+	found, err := b.leaseCall(ctx, "acquire", b.uAcquire, req.Name, body, req.ID, timeout, &l)
+	b.bodyDone(buf, body)
 	if err != nil {
 		return sema.Grant{}, err
 	}
-	if l == nil || l.ID != req.ID || l.Name != req.Name {
+	if !found || l.ID != req.ID || l.Name != req.Name {
 		return sema.Grant{}, fmt.Errorf("remote: acquire %q: %w: the server answered with another lease", req.Name, sema.ErrUnavailable)
 	}
-	return grantOf(l), nil
+	return grantOf(&l), nil
 }
 
 // Acquire waits in the server's FIFO queue for the permits (a long poll),
@@ -56,11 +64,10 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	if ctx.Err() != nil {
 		return sema.Grant{}, notAcquired(ctx)
 	}
-	pctx := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(b.closeCtx, cancel)()
-
+	// Close ends a long poll in flight itself (the h1 pool aborts it, or
+	// roundTrip ties net/http's request to the backend's closing), so there
+	// is no context per call to derive here: stopped polls both.
+	stopped := func() bool { return ctx.Err() != nil || b.closed.Load() }
 	var failing time.Time // start of the current run of transient failures
 	backoff := 10 * time.Millisecond
 	for {
@@ -68,31 +75,31 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		if dl, ok := ctx.Deadline(); ok {
 			wait = min(wait, time.Until(dl))
 		}
-		if ctx.Err() != nil || wait <= 0 {
-			return sema.Grant{}, b.abandoned(pctx, &req, false)
+		if stopped() || wait <= 0 {
+			return sema.Grant{}, b.abandoned(ctx, &req, false)
 		}
 		sent := time.Now()
 		g, err := b.acquireOnce(ctx, &req, max(int64(wait/time.Millisecond), 1))
 		switch {
-		case err == nil && ctx.Err() != nil:
+		case err == nil && stopped():
 			// Granted as the wait was cancelled (the h1 client still reads
 			// the final answer after a cancellation): give it back.
 			b.giveBack(req.Name, req.ID)
-			return sema.Grant{}, b.abandoned(pctx, &req, false)
+			return sema.Grant{}, b.abandoned(ctx, &req, false)
 		case err == nil:
 			// Never trust a server's wait beyond what this client saw: the
 			// core's local deadline counts from sent + Waited.
 			g.Waited = min(g.Waited, time.Since(sent))
 			return g, nil
-		case ctx.Err() != nil:
-			return sema.Grant{}, b.abandoned(pctx, &req, true)
+		case stopped():
+			return sema.Grant{}, b.abandoned(ctx, &req, true)
 		case errors.Is(err, sema.ErrNotAcquired):
 			// The server's cap ended the poll: poll again. An early answer
 			// (a server with a tiny cap) is paced.
 			failing = time.Time{}
 			if time.Since(sent) < 50*time.Millisecond {
-				if !sleep(ctx, 50*time.Millisecond) {
-					return sema.Grant{}, b.abandoned(pctx, &req, false)
+				if !b.sleep(ctx, 50*time.Millisecond) {
+					return sema.Grant{}, b.abandoned(ctx, &req, false)
 				}
 			}
 		case errors.Is(err, sema.ErrUnavailable):
@@ -105,8 +112,8 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 			}
 			b.cfg.Logger.Debug("remote: acquire failed; retrying with the same lease id",
 				"name", req.Name, "lease", req.ID, "err", err)
-			if !sleep(ctx, backoff) {
-				return sema.Grant{}, b.abandoned(pctx, &req, true)
+			if !b.sleep(ctx, backoff) {
+				return sema.Grant{}, b.abandoned(ctx, &req, true)
 			}
 			backoff = min(backoff*2, time.Second)
 		default:
@@ -130,11 +137,11 @@ func (b *Backend) abandoned(ctx context.Context, req *sema.Request, inFlight boo
 // giveBackTimeout bounds giving back a grant nobody will use.
 func (b *Backend) giveBackTimeout() time.Duration { return min(b.cfg.RequestTimeout, 2*time.Second) }
 
-// giveBack releases a grant nobody will use, on its own short context.
+// giveBack releases a grant nobody will use, within a short timeout, even
+// if the backend is closing (Close cut the poll that brought the grant).
 func (b *Backend) giveBack(name, id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.giveBackTimeout())
-	defer cancel()
-	if err := b.release(ctx, name, id); err != nil && !errors.Is(err, sema.ErrNotHeld) {
+	ctx := context.WithValue(context.Background(), afterCloseKey{}, true)
+	if err := b.release(ctx, name, id, b.giveBackTimeout()); err != nil && !errors.Is(err, sema.ErrNotHeld) {
 		b.cfg.Logger.Debug("remote: giving back an abandoned grant failed", "name", name, "lease", id, "err", err)
 	}
 }
@@ -143,14 +150,17 @@ func notAcquired(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", sema.ErrNotAcquired, context.Cause(ctx))
 }
 
-// sleep waits d or until ctx is done; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d or until ctx is done or the backend closed; it reports
+// whether d passed.
+func (b *Backend) sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
 	case <-ctx.Done():
+		return false
+	case <-b.closeCtx.Done():
 		return false
 	}
 }

@@ -77,13 +77,14 @@ func FuzzAnswer(f *testing.F) {
 	f.Add(404, []byte(`{"error":{"code":"not_held"}}`))
 	f.Add(401, []byte(`{"error":{"code":"unauthorized","message":"no token"}}`))
 	f.Fuzz(func(t *testing.T, status int, body []byte) {
-		l, err := decodeLease("acquire", "n", status, body)
+		l := wire.Lease{Name: "n"}
+		found, err := decodeLease("acquire", "n", status, body, &l)
 		if err == nil {
 			if status != 200 {
 				t.Fatalf("status %d accepted", status)
 			}
-			if l != nil {
-				g := grantOf(l)
+			if found {
+				g := grantOf(&l)
 				if g.Waited < 0 || g.Waited > sema.MaxTTL {
 					t.Fatalf("waited %v", g.Waited)
 				}
@@ -178,9 +179,15 @@ func FuzzFastLease(f *testing.F) {
 	f.Add([]byte(`{"lease":{"name":"a","name":"b"}}`))
 	f.Add([]byte(`{"lease":{"name":"a"},"error":{"code":"x"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		l, empty, ok := fastLease(body)
+		// The hints must never change the result, only spare allocations.
+		l := &wire.Lease{Name: "n", ID: "i", Owner: "o"}
+		empty, ok := fastLease(body, l)
 		if !ok {
 			return
+		}
+		var plain wire.Lease
+		if e, ok := fastLease(body, &plain); !ok || e != empty || !reflect.DeepEqual(plain, *l) {
+			t.Fatalf("%q: hints changed the result: %#v, without %#v", body, *l, plain)
 		}
 		var env wire.Envelope
 		if err := json.Unmarshal(body, &env); err != nil {
@@ -189,7 +196,7 @@ func FuzzFastLease(f *testing.F) {
 		if env.Error != nil || empty != (env.Lease == nil) {
 			t.Fatalf("%q: fast empty=%v, encoding/json %+v", body, empty, env)
 		}
-		if l == nil {
+		if empty {
 			return
 		}
 		if !reflect.DeepEqual(*l, *env.Lease) {

@@ -14,23 +14,29 @@ import (
 // anything else (an error body, escapes, an unknown field, odd spacing…)
 // it reports ok == false and the caller falls back to encoding/json, so it
 // can only be faster, never different (FuzzFastLease checks that).
-func fastLease(body []byte) (l *wire.Lease, empty, ok bool) {
+//
+// The lease is decoded into *out. The name, ID and owner that *out holds on
+// entry are hints: a decoded string equal to one of them reuses it instead
+// of allocating (the server answers with the caller's own strings). *out is
+// undefined when ok is false and zero (but for the hints) when empty.
+func fastLease(body []byte, out *wire.Lease) (empty, ok bool) {
+	hints := [3]string{out.Name, out.ID, out.Owner}
+	*out = wire.Lease{}
 	p := bytes.TrimLeft(body, " \t\r\n")
 	p = bytes.TrimRight(p, " \t\r\n")
 	if string(p) == "{}" {
-		return nil, true, true
+		return true, true
 	}
 	const prefix = `{"lease":{`
 	if !bytes.HasPrefix(p, []byte(prefix)) || !bytes.HasSuffix(p, []byte("}}")) {
-		return nil, false, false
+		return false, false
 	}
 	p = p[len(prefix) : len(p)-2]
-	var out wire.Lease
 	seen := 0
 	for len(p) > 0 {
 		key, rest, ok := fastString(p)
 		if !ok || len(rest) == 0 || rest[0] != ':' {
-			return nil, false, false
+			return false, false
 		}
 		p = rest[1:]
 		var bit int
@@ -39,19 +45,19 @@ func fastLease(body []byte) (l *wire.Lease, empty, ok bool) {
 			var s []byte
 			quoted := p
 			if s, p, ok = fastString(p); !ok {
-				return nil, false, false
+				return false, false
 			}
 			switch string(key) {
 			case "name":
-				out.Name, bit = string(s), 1
+				out.Name, bit = hinted(s, &hints), 1
 			case "id":
-				out.ID, bit = string(s), 2
+				out.ID, bit = hinted(s, &hints), 2
 			case "owner":
-				out.Owner, bit = string(s), 4
+				out.Owner, bit = hinted(s, &hints), 4
 			case "acquired_at", "expires_at":
 				var t time.Time // exactly as encoding/json parses it
 				if err := t.UnmarshalJSON(quoted[:len(s)+2]); err != nil {
-					return nil, false, false
+					return false, false
 				}
 				if key[0] == 'a' {
 					out.AcquiredAt, bit = t, 8
@@ -63,19 +69,19 @@ func fastLease(body []byte) (l *wire.Lease, empty, ok bool) {
 			var n []byte
 			n, p = fastNumber(p)
 			if !jsonNumber(n) {
-				return nil, false, false
+				return false, false
 			}
 			switch string(key) {
 			case "token":
 				v, err := strconv.ParseUint(string(n), 10, 64)
 				if err != nil {
-					return nil, false, false
+					return false, false
 				}
 				out.Token, bit = v, 32
 			default:
 				v, err := strconv.ParseInt(string(n), 10, 64)
 				if err != nil {
-					return nil, false, false
+					return false, false
 				}
 				switch key[0] {
 				case 'w':
@@ -91,24 +97,34 @@ func fastLease(body []byte) (l *wire.Lease, empty, ok bool) {
 			n, p = fastNumber(p)
 			v, err := strconv.ParseFloat(string(n), 64)
 			if err != nil || !jsonNumber(n) {
-				return nil, false, false
+				return false, false
 			}
 			out.WaitedMillis, bit = v, 512
 		default:
-			return nil, false, false
+			return false, false
 		}
 		if seen&bit != 0 { // a repeated key: let encoding/json decide
-			return nil, false, false
+			return false, false
 		}
 		seen |= bit
 		if len(p) > 0 {
 			if p[0] != ',' || len(p) == 1 {
-				return nil, false, false
+				return false, false
 			}
 			p = p[1:]
 		}
 	}
-	return &out, false, true
+	return false, true
+}
+
+// hinted returns s as a string, one of hints if equal (without allocating).
+func hinted(s []byte, hints *[3]string) string {
+	for _, h := range hints {
+		if string(s) == h {
+			return h
+		}
+	}
+	return string(s)
 }
 
 // fastString reads a JSON string without escapes or control characters.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,14 +26,17 @@ type h1Pool struct {
 	maxIdle int
 
 	mu     sync.Mutex
-	idle   []*h1Conn // LIFO: the warmest connection first
+	idle   []*h1Conn                 // LIFO: the warmest connection first
+	polls  map[*h1Conn]time.Duration // long polls in flight, with their drain: close aborts them
 	closed bool
 }
 
 type h1Conn struct {
-	nc  net.Conn
-	br  *bufio.Reader
-	req []byte // request buffer, reused
+	nc      net.Conn
+	br      *bufio.Reader
+	req     []byte      // request buffer, reused
+	dl      time.Time   // the deadline last set (setting one costs a timer update)
+	aborted atomic.Bool // the exchange was aborted: the connection is not reused
 }
 
 // errRetry marks a failure on a reused connection before any answer byte
@@ -47,6 +51,7 @@ func newH1Pool(addr, host string, dialTimeout time.Duration, maxIdle int) *h1Poo
 	return &h1Pool{
 		addr: addr, host: host, maxIdle: maxIdle,
 		dialer: net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
+		polls:  make(map[*h1Conn]time.Duration),
 	}
 }
 
@@ -61,22 +66,20 @@ func newH1Pool(addr, host string, dialTimeout time.Duration, maxIdle int) *h1Poo
 // caller gets it (with a nil error) and gives it back. This closes the race
 // between a cancelled acquire and a grant, which releasing by lease ID from
 // another connection cannot: that release may reach the server first.
-func (p *h1Pool) do(ctx context.Context, method, target string, hdr []byte, body []byte, key string, deadline time.Time, drain time.Duration, out []byte) (int, []byte, error) {
+//
+// A poll (a waiting acquire) is also ended so by close, which is how
+// Backend.Close ends waiting acquires without a context per call.
+func (p *h1Pool) do(ctx context.Context, method, target string, hdr []byte, body []byte, key string, deadline time.Time, drain time.Duration, poll bool, out []byte) (int, []byte, error) {
 	for attempt := 0; ; attempt++ {
-		c, reused, err := p.get(ctx)
+		c, reused, err := p.get(ctx, poll, drain)
 		if err != nil {
 			return 0, out, err
 		}
 		status, res, keep, err := c.exchange(ctx, method, target, p.host, hdr, body, key, deadline, drain, out, reused)
+		p.put(c, poll, keep && err == nil)
 		if err == nil {
-			if keep {
-				p.put(c)
-			} else {
-				c.nc.Close()
-			}
 			return status, res, nil
 		}
-		c.nc.Close()
 		if errors.Is(err, errRetry) && attempt < 2 && ctx.Err() == nil {
 			continue
 		}
@@ -87,16 +90,33 @@ func (p *h1Pool) do(ctx context.Context, method, target string, hdr []byte, body
 	}
 }
 
-func (p *h1Pool) get(ctx context.Context) (*h1Conn, bool, error) {
+// afterCloseKey marks the context of a call that must reach the server even
+// after close: giving back a grant that a closing Acquire received.
+type afterCloseKey struct{}
+
+// get takes an idle connection or dials one. A poll's connection is
+// registered, so that close can abort it.
+func (p *h1Pool) get(ctx context.Context, poll bool, drain time.Duration) (*h1Conn, bool, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, false, net.ErrClosed
+		if poll || ctx.Value(afterCloseKey{}) == nil {
+			return nil, false, net.ErrClosed
+		}
+		// A connection of its own, closed after the call (put sees closed).
+		nc, err := p.dialer.DialContext(ctx, "tcp", p.addr)
+		if err != nil {
+			return nil, false, err
+		}
+		return &h1Conn{nc: nc, br: bufio.NewReaderSize(nc, 512)}, false, nil
 	}
 	if n := len(p.idle); n > 0 {
 		c := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
+		if poll {
+			p.polls[c] = drain
+		}
 		p.mu.Unlock()
 		return c, true, nil
 	}
@@ -105,12 +125,29 @@ func (p *h1Pool) get(ctx context.Context) (*h1Conn, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	return &h1Conn{nc: nc, br: bufio.NewReaderSize(nc, 4096), req: make([]byte, 0, 512)}, false, nil
+	c := &h1Conn{nc: nc, br: bufio.NewReaderSize(nc, 4096), req: make([]byte, 0, 512)}
+	if poll {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			nc.Close()
+			return nil, false, net.ErrClosed
+		}
+		p.polls[c] = drain
+		p.mu.Unlock()
+	}
+	return c, false, nil
 }
 
-func (p *h1Pool) put(c *h1Conn) {
+// put ends an exchange on c: it keeps c for another one if keep, or closes
+// it.
+func (p *h1Pool) put(c *h1Conn, poll, keep bool) {
+	keep = keep && !c.aborted.Load()
 	p.mu.Lock()
-	if p.closed || len(p.idle) >= p.maxIdle {
+	if poll {
+		delete(p.polls, c)
+	}
+	if !keep || p.closed || len(p.idle) >= p.maxIdle {
 		p.mu.Unlock()
 		c.nc.Close()
 		return
@@ -119,34 +156,56 @@ func (p *h1Pool) put(c *h1Conn) {
 	p.mu.Unlock()
 }
 
-// close closes idle connections; busy ones are closed when they come back.
+// close closes idle connections and aborts long polls in flight (their
+// final answers are still read); busy connections are closed when they
+// come back.
 func (p *h1Pool) close() {
 	p.mu.Lock()
 	idle := p.idle
 	p.idle, p.closed = nil, true
+	polls := p.polls
+	p.polls = map[*h1Conn]time.Duration{}
 	p.mu.Unlock()
 	for _, c := range idle {
 		c.nc.Close()
 	}
+	for c, drain := range polls {
+		c.abort(drain)
+	}
+}
+
+// abort ends the exchange in flight on c, once: with drain > 0 it
+// half-closes the connection, which ends the request on the server, and
+// leaves drain to read the final answer; otherwise (or if half-closing
+// fails) it fails the exchange at once.
+func (c *h1Conn) abort(drain time.Duration) {
+	if !c.aborted.CompareAndSwap(false, true) {
+		return
+	}
+	if tc, ok := c.nc.(*net.TCPConn); ok && drain > 0 {
+		_ = c.nc.SetDeadline(time.Now().Add(drain))
+		if tc.CloseWrite() == nil {
+			return
+		}
+	}
+	_ = c.nc.SetDeadline(aLongTimeAgo)
 }
 
 // exchange writes one request and reads its answer. keep says whether the
 // connection may carry another request.
 func (c *h1Conn) exchange(ctx context.Context, method, target, host string, hdr, body []byte, key string,
 	deadline time.Time, drain time.Duration, out []byte, reused bool) (status int, res []byte, keep bool, err error) {
-	if err := c.nc.SetDeadline(deadline); err != nil {
-		return 0, out, false, err
+	if !deadline.Equal(c.dl) {
+		if err := c.nc.SetDeadline(deadline); err != nil {
+			return 0, out, false, err
+		}
+		c.dl = deadline
+	}
+	if c.aborted.Load() { // by close, before the deadline above was set
+		return 0, out, false, net.ErrClosed
 	}
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() {
-			if tc, ok := c.nc.(*net.TCPConn); ok && drain > 0 {
-				_ = c.nc.SetDeadline(time.Now().Add(drain))
-				if tc.CloseWrite() == nil {
-					return
-				}
-			}
-			_ = c.nc.SetDeadline(aLongTimeAgo)
-		})
+		stop := context.AfterFunc(ctx, func() { c.abort(drain) })
 		defer func() {
 			if !stop() && err == nil {
 				// ctx ended while the answer was read: the deadline may be

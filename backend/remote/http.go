@@ -39,6 +39,20 @@ func putBuffer(b *buffer) {
 	}
 }
 
+// bodyBuffer returns a buffer for a request body. Give it back with
+// bodyDone once the call returned.
+func (b *Backend) bodyBuffer() *buffer { return getBuffer() }
+
+// bodyDone recycles a request body's buffer. Only the h1 client is known
+// to be done with the body when the call returns (it copies the body into
+// its request); net/http's transport may still hold it.
+func (b *Backend) bodyDone(buf *buffer, body []byte) {
+	if b.h1 != nil {
+		buf.b = body
+		putBuffer(buf)
+	}
+}
+
 // reply is one answer of the server: its status and body. Release it with
 // done.
 type reply struct {
@@ -60,20 +74,27 @@ func newEndpoint(u *url.URL) *endpoint { return &endpoint{u: u, target: u.Reques
 // roundTrip sends one request and reads the whole answer. key, if not
 // empty, is sent as Idempotency-Key, which also lets net/http's transport
 // replay the request on a stale keep-alive connection (the h1 pool does the
-// same). bounded limits the call to Config.RequestTimeout. Errors are
+// same). timeout > 0 limits the call (to Config.RequestTimeout, mostly);
+// 0 marks a long poll, bounded by the server's cap. Errors are
 // transport errors (the caller wraps them in sema.ErrUnavailable).
-func (b *Backend) roundTrip(ctx context.Context, method string, ep *endpoint, body []byte, key string, bounded bool) (reply, error) {
+func (b *Backend) roundTrip(ctx context.Context, method string, ep *endpoint, body []byte, key string, timeout time.Duration) (reply, error) {
+	bounded := timeout > 0
 	if b.h1 != nil {
 		var deadline time.Time
 		if bounded {
-			deadline = time.Now().Add(b.cfg.RequestTimeout)
+			// A context that ends sooner bounds the call already (the h1
+			// client watches it); else the connection's deadline does.
+			deadline = time.Now().Add(timeout)
+			if dl, ok := ctx.Deadline(); ok && !dl.After(deadline) && ctx.Done() != nil {
+				deadline = time.Time{}
+			}
 		}
 		var drain time.Duration
 		if ep == b.uAcquire {
 			drain = b.giveBackTimeout()
 		}
 		buf := getBuffer()
-		status, out, err := b.h1.do(ctx, method, ep.target, b.h1hdr, body, key, deadline, drain, buf.b[:0])
+		status, out, err := b.h1.do(ctx, method, ep.target, b.h1hdr, body, key, deadline, drain, drain > 0 && !bounded, buf.b[:0])
 		buf.b = out
 		if err != nil {
 			putBuffer(buf)
@@ -86,8 +107,14 @@ func (b *Backend) roundTrip(ctx context.Context, method string, ep *endpoint, bo
 	}
 	if bounded {
 		var cancel context.CancelFunc
-		ctx, cancel = b.bound(ctx)
+		ctx, cancel = bound(ctx, timeout)
 		defer cancel()
+	} else if ep == b.uAcquire {
+		// A long poll: Close ends it (the h1 pool does this itself).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(b.closeCtx, cancel)()
 	}
 	var rd io.Reader
 	if body != nil {
@@ -153,54 +180,61 @@ func readAll(r io.Reader, b []byte) ([]byte, error) {
 	}
 }
 
-// bound limits a non-waiting call to RequestTimeout unless ctx ends sooner.
-func (b *Backend) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= b.cfg.RequestTimeout {
+// bound limits a non-waiting call to timeout unless ctx ends sooner.
+func bound(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= timeout {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, b.cfg.RequestTimeout)
+	return context.WithTimeout(ctx, timeout)
 }
 
-// leaseCall posts body to u and decodes the Envelope, whatever the status.
-// It returns the lease (nil for release) or an error wrapping a sema
-// sentinel.
-func (b *Backend) leaseCall(ctx context.Context, op string, ep *endpoint, name string, body []byte, key string, bounded bool) (*wire.Lease, error) {
+// leaseCall posts body to u and decodes the Envelope, whatever the status,
+// into *out (whose name, ID and owner are hints: see fastLease). found says
+// whether the answer held a lease (release's holds none); an error wraps a
+// sema sentinel.
+func (b *Backend) leaseCall(ctx context.Context, op string, ep *endpoint, name string, body []byte, key string, timeout time.Duration, out *wire.Lease) (found bool, err error) {
 	if sema.ValidateID(key) != nil {
 		key = "" // not a header value: the server will reject the id anyway
 	}
-	r, err := b.roundTrip(ctx, http.MethodPost, ep, body, key, bounded)
+	r, err := b.roundTrip(ctx, http.MethodPost, ep, body, key, timeout)
 	if err != nil {
-		return nil, netError(op, name, err)
+		return false, netError(op, name, err)
 	}
 	defer r.done()
-	return decodeLease(op, name, r.status, r.body())
+	return decodeLease(op, name, r.status, r.body(), out)
 }
 
-// decodeLease decodes an Envelope. Heartbeat spaces before the JSON are
-// whitespace to the decoder; an error in the body wins over the status.
-func decodeLease(op, name string, status int, body []byte) (*wire.Lease, error) {
+// decodeLease decodes an Envelope into *out (see leaseCall). Heartbeat
+// spaces before the JSON are whitespace to the decoder; an error in the
+// body wins over the status.
+func decodeLease(op, name string, status int, body []byte, out *wire.Lease) (found bool, err error) {
 	if status == http.StatusOK {
-		if l, _, ok := fastLease(body); ok {
-			return l, nil
+		if empty, ok := fastLease(body, out); ok {
+			return !empty, nil
 		}
 	}
 	var env wire.Envelope
 	if err := json.Unmarshal(body, &env); err != nil {
-		return nil, badAnswer(op, name, status, body)
+		return false, badAnswer(op, name, status, body)
 	}
 	if env.Error != nil {
-		return nil, apiError(op, name, env.Error)
+		return false, apiError(op, name, env.Error)
 	}
 	if status != http.StatusOK {
-		return nil, badAnswer(op, name, status, body)
+		return false, badAnswer(op, name, status, body)
 	}
-	return env.Lease, nil
+	if env.Lease == nil {
+		*out = wire.Lease{}
+		return false, nil
+	}
+	*out = *env.Lease
+	return true, nil
 }
 
 // callJSON sends a request without a lease and decodes a successful
 // answer into out, or the error of an Envelope.
 func (b *Backend) callJSON(ctx context.Context, op, name, method string, ep *endpoint, body []byte, out any) error {
-	r, err := b.roundTrip(ctx, method, ep, body, "", true)
+	r, err := b.roundTrip(ctx, method, ep, body, "", b.cfg.RequestTimeout)
 	if err != nil {
 		return netError(op, name, err)
 	}

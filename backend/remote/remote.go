@@ -112,30 +112,37 @@ func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration)
 	if b.closed.Load() {
 		return sema.Grant{}, sema.ErrClosed
 	}
-	body := appendRenew(make([]byte, 0, 96+len(name)), name, id, ttl)
-	l, err := b.leaseCall(ctx, "renew", b.uRenew, name, body, id, true)
+	buf := b.bodyBuffer()
+	body := appendRenew(buf.b[:0], name, id, ttl)
+	l := wire.Lease{Name: name, ID: id}
+	found, err := b.leaseCall(ctx, "renew", b.uRenew, name, body, id, b.cfg.RequestTimeout, &l)
+	b.bodyDone(buf, body)
 	if err != nil {
 		return sema.Grant{}, err
 	}
-	if l == nil || l.ID != id {
+	if !found || l.ID != id {
 		return sema.Grant{}, fmt.Errorf("remote: renew %q: %w: the server answered with another lease", name, sema.ErrUnavailable)
 	}
-	g := grantOf(l)
+	g := grantOf(&l)
 	g.Waited = 0
 	return g, nil
 }
 
-// Release frees the lease id of name.
+// Release frees the lease id of name. It gives up when ctx ends or after
+// Config.RequestTimeout.
 func (b *Backend) Release(ctx context.Context, name, id string) error {
 	if b.closed.Load() {
 		return sema.ErrClosed
 	}
-	return b.release(ctx, name, id)
+	return b.release(ctx, name, id, b.cfg.RequestTimeout)
 }
 
-func (b *Backend) release(ctx context.Context, name, id string) error {
-	body := appendNameID(make([]byte, 0, 48+len(name)), name, id)
-	_, err := b.leaseCall(ctx, "release", b.uRelease, name, body, id, true)
+func (b *Backend) release(ctx context.Context, name, id string, timeout time.Duration) error {
+	buf := b.bodyBuffer()
+	body := appendNameID(buf.b[:0], name, id)
+	var l wire.Lease
+	_, err := b.leaseCall(ctx, "release", b.uRelease, name, body, id, timeout, &l)
+	b.bodyDone(buf, body)
 	return err
 }
 
