@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/sema-dev/sema/internal/wire"
 )
 
 // Bounds on an answer's head.
@@ -60,7 +62,7 @@ func readResponse(br *bufio.Reader, out []byte) (status int, body []byte, keep b
 			value = bytes.TrimSpace(value)
 			switch {
 			case bytes.EqualFold(name, []byte("Content-Length")):
-				n, ok := parseDec(value)
+				n, ok := wire.ParseLength(value)
 				if !ok || (clen >= 0 && n != clen) {
 					return 0, out, false, fmt.Errorf("%w: Content-Length %q", errMalformed, trim(value))
 				}
@@ -188,20 +190,6 @@ func grow(b []byte, n int) []byte {
 	nb := make([]byte, len(b), len(b)+n+len(b)/2)
 	copy(nb, b)
 	return nb
-}
-
-func parseDec(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 15 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
 }
 
 func parseHex(b []byte) (int64, bool) {

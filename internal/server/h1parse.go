@@ -75,7 +75,7 @@ func (s *Server) parseHead(p []byte) (h h1head, ok bool) {
 			h.auth = value
 		case asciiEqualFold(name, "content-length"):
 			lengths++
-			n, ok := parseLength(value)
+			n, ok := wire.ParseLength(value)
 			if !ok {
 				return h, false
 			}
@@ -189,21 +189,6 @@ func asciiEqualFold(b []byte, lower string) bool {
 		}
 	}
 	return true
-}
-
-// parseLength parses a Content-Length of up to 15 digits.
-func parseLength(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 15 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
 }
 
 // containsCloseToken reports whether a Connection value lists "close".

@@ -160,3 +160,20 @@ var HTTPStatus = map[string]int{
 	CodeClosed:          503,
 	CodeInternal:        500,
 }
+
+// ParseLength parses a Content-Length value of up to 15 decimal digits (no
+// sign, no spaces): the hand-written HTTP/1.1 paths of the server and the
+// client both read it.
+func ParseLength(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 15 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
