@@ -178,59 +178,6 @@ func TestTokenNeverInErrors(t *testing.T) {
 	}
 }
 
-// TestClosedBackend: Close ends a waiting Acquire with ErrClosed and later
-// calls fail with ErrClosed, with the h1 client and with net/http (a
-// caller's http.Client).
-func TestClosedBackend(t *testing.T) {
-	srv := startServer(t)
-	t.Run("h1", func(t *testing.T) { testClosedBackend(t, srv, newBackend(t, srv), "closed-h1") })
-	t.Run("net/http", func(t *testing.T) {
-		b := newBackend(t, srv, func(c *remote.Config) { c.HTTPClient = &http.Client{} })
-		testClosedBackend(t, srv, b, "closed-nethttp")
-	})
-}
-
-func testClosedBackend(t *testing.T, srv *server, b *remote.Backend, name string) {
-	ctx := context.Background()
-	holder, err := b.TryAcquire(ctx, sema.Request{Name: name, ID: "holder", Limit: 1, Weight: 1, TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() {
-		_, err := b.Acquire(ctx, sema.Request{Name: name, ID: "waiter", Limit: 1, Weight: 1, TTL: 10 * time.Second})
-		errc <- err
-	}()
-	peer := newBackend(t, srv)
-	waitFor(t, func() bool {
-		st, err := peer.Describe(ctx, name)
-		return err == nil && len(st.Waiters) == 1
-	})
-	b.Close()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, sema.ErrClosed) {
-			t.Fatalf("waiting Acquire after Close: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not end the waiting Acquire")
-	}
-	if err := b.Release(ctx, name, holder.ID); !errors.Is(err, sema.ErrClosed) {
-		t.Fatalf("Release after Close: %v", err)
-	}
-	// The server dequeued the waiter when its poll was cut.
-	waitFor(t, func() bool {
-		st, err := peer.Describe(ctx, name)
-		return err == nil && len(st.Waiters) == 0
-	})
-	// A grant that a closing Acquire received (its poll was answered in the
-	// drain window) is still given back after Close.
-	remote.GiveBack(b, name, holder.ID)
-	if st, err := peer.Describe(ctx, name); err != nil || len(st.Holders) != 0 {
-		t.Fatalf("grant not given back after Close: %+v, %v", st, err)
-	}
-}
-
 // TestLongPollCapRepolls: with MaxWait shorter than the wait, the client
 // polls again with the same lease ID and still gets the grant. The server
 // heartbeats every 50ms, so the polls that end at the cap and the final
