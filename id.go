@@ -32,21 +32,14 @@ func randID() (hi, lo uint64) {
 	return hi, lo
 }
 
-// Lease IDs are 128 random bits as 26 characters of [A-Z2-7]: the standard
-// base32 encoding of 16 bytes, without padding.
-
-// encodeID encodes the 128 bits hi:lo as base32, ten bits (two characters)
-// at a time from the top; the last character holds the final three bits and
-// two zero bits, as encoding/base32 does.
-func encodeID(hi, lo uint64) string {
-	var out [idLen]byte
-	encodeIDTo(&out, hi, lo)
-	return string(out[:])
-}
-
-// idLen is the length of the lease IDs made here.
+// idLen is the length of the lease IDs made here: 128 random bits as 26
+// characters of [A-Z2-7], the standard base32 encoding of 16 bytes without
+// padding.
 const idLen = 26
 
+// encodeIDTo encodes the 128 bits hi:lo as base32 into out, ten bits (two
+// characters) at a time from the top; the last character holds the final
+// three bits and two zero bits, as encoding/base32 does.
 func encodeIDTo(out *[idLen]byte, hi, lo uint64) {
 	for i := 0; i < len(out); i += 2 {
 		pair := base32Pairs[hi>>54]

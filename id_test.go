@@ -14,8 +14,10 @@ func TestEncodeIDMatchesBase32(t *testing.T) {
 		var b [16]byte
 		rand.Read(b[:])
 		want := enc.EncodeToString(b[:])
-		if got := encodeID(binary.BigEndian.Uint64(b[:]), binary.BigEndian.Uint64(b[8:])); got != want {
-			t.Fatalf("encode %x = %s, want %s", b, got, want)
+		var got [idLen]byte
+		encodeIDTo(&got, binary.BigEndian.Uint64(b[:]), binary.BigEndian.Uint64(b[8:]))
+		if string(got[:]) != want {
+			t.Fatalf("encode %x = %s, want %s", b, got[:], want)
 		}
 	}
 	if _, id := newLeaseID(); len(id) != 26 || ValidateID(id) != nil {

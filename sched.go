@@ -53,15 +53,8 @@ func (s *sched) set(l *Lease, when, now time.Duration) {
 // remove takes l out of the heap; it is a no-op if l is not in it.
 func (s *sched) remove(l *Lease) {
 	s.mu.Lock()
-	if i := int(l.hidx); i >= 0 {
-		last := len(s.heap) - 1
-		s.swap(i, last)
-		s.heap[last] = nil
-		s.heap = s.heap[:last]
-		if i < last {
-			s.fix(i)
-		}
-		l.hidx = -1
+	if l.hidx >= 0 {
+		s.removeAt(int(l.hidx))
 	}
 	s.mu.Unlock()
 }
@@ -83,9 +76,7 @@ func (s *sched) fire() {
 	now := s.c.now()
 	s.armed = 0
 	for len(s.heap) > 0 && s.heap[0].wake <= now {
-		l := s.heap[0]
-		s.remove0()
-		due = append(due, l)
+		due = append(due, s.removeAt(0))
 	}
 	if len(s.heap) > 0 {
 		s.arm(s.heap[0].wake, now)
@@ -96,16 +87,18 @@ func (s *sched) fire() {
 	}
 }
 
-func (s *sched) remove0() {
-	l := s.heap[0]
+// removeAt takes the lease at index i out of the heap and returns it.
+func (s *sched) removeAt(i int) *Lease {
+	l := s.heap[i]
 	last := len(s.heap) - 1
-	s.swap(0, last)
+	s.swap(i, last)
 	s.heap[last] = nil
 	s.heap = s.heap[:last]
-	if last > 0 {
-		s.down(0)
+	if i < last {
+		s.fix(i)
 	}
 	l.hidx = -1
+	return l
 }
 
 func (s *sched) swap(i, j int) {

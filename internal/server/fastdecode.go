@@ -196,30 +196,40 @@ func fastStr(dst *string, val []byte, str bool, seen *uint, bit uint) bool {
 	return true
 }
 
-func fastAcquire(p []byte, dst *wire.AcquireRequest) bool {
+// fastInto decodes the object p into a fresh T, one field at a time, and
+// stores it in dst only if all of p decodes.
+func fastInto[T any](p []byte, dst *T, field func(in *T, seen *uint, key, val []byte, str bool) bool) bool {
+	var in T
 	var seen uint
-	var in wire.AcquireRequest
-	ok := fastObject(p, func(key, val []byte, str bool) bool {
+	if !fastObject(p, func(key, val []byte, str bool) bool { return field(&in, &seen, key, val, str) }) {
+		return false
+	}
+	*dst = in
+	return true
+}
+
+func fastAcquire(p []byte, dst *wire.AcquireRequest) bool {
+	return fastInto(p, dst, func(in *wire.AcquireRequest, seen *uint, key, val []byte, str bool) bool {
 		switch string(key) {
 		case "name":
-			return fastStr(&in.Name, val, str, &seen, 1)
+			return fastStr(&in.Name, val, str, seen, 1)
 		case "id":
-			return fastStr(&in.ID, val, str, &seen, 2)
+			return fastStr(&in.ID, val, str, seen, 2)
 		case "owner":
-			return fastStr(&in.Owner, val, str, &seen, 4)
+			return fastStr(&in.Owner, val, str, seen, 4)
 		case "host":
-			return fastStr(&in.Host, val, str, &seen, 8)
+			return fastStr(&in.Host, val, str, seen, 8)
 		case "limit":
-			return fastInt(&in.Limit, val, str, &seen, 16)
+			return fastInt(&in.Limit, val, str, seen, 16)
 		case "weight":
-			return fastInt(&in.Weight, val, str, &seen, 32)
+			return fastInt(&in.Weight, val, str, seen, 32)
 		case "ttl_ms":
-			return fastInt(&in.TTLMillis, val, str, &seen, 64)
+			return fastInt(&in.TTLMillis, val, str, seen, 64)
 		case "wait_ms":
-			return fastInt(&in.WaitMillis, val, str, &seen, 128)
+			return fastInt(&in.WaitMillis, val, str, seen, 128)
 		case "pid":
 			var n int64
-			if !fastInt(&n, val, str, &seen, 256) || n != int64(int(n)) {
+			if !fastInt(&n, val, str, seen, 256) || n != int64(int(n)) {
 				return false
 			}
 			in.PID = int(n)
@@ -227,46 +237,30 @@ func fastAcquire(p []byte, dst *wire.AcquireRequest) bool {
 		}
 		return false
 	})
-	if ok {
-		*dst = in
-	}
-	return ok
 }
 
 func fastRenew(p []byte, dst *wire.RenewRequest) bool {
-	var seen uint
-	var in wire.RenewRequest
-	ok := fastObject(p, func(key, val []byte, str bool) bool {
+	return fastInto(p, dst, func(in *wire.RenewRequest, seen *uint, key, val []byte, str bool) bool {
 		switch string(key) {
 		case "name":
-			return fastStr(&in.Name, val, str, &seen, 1)
+			return fastStr(&in.Name, val, str, seen, 1)
 		case "id":
-			return fastStr(&in.ID, val, str, &seen, 2)
+			return fastStr(&in.ID, val, str, seen, 2)
 		case "ttl_ms":
-			return fastInt(&in.TTLMillis, val, str, &seen, 4)
+			return fastInt(&in.TTLMillis, val, str, seen, 4)
 		}
 		return false
 	})
-	if ok {
-		*dst = in
-	}
-	return ok
 }
 
 func fastRelease(p []byte, dst *wire.ReleaseRequest) bool {
-	var seen uint
-	var in wire.ReleaseRequest
-	ok := fastObject(p, func(key, val []byte, str bool) bool {
+	return fastInto(p, dst, func(in *wire.ReleaseRequest, seen *uint, key, val []byte, str bool) bool {
 		switch string(key) {
 		case "name":
-			return fastStr(&in.Name, val, str, &seen, 1)
+			return fastStr(&in.Name, val, str, seen, 1)
 		case "id":
-			return fastStr(&in.ID, val, str, &seen, 2)
+			return fastStr(&in.ID, val, str, seen, 2)
 		}
 		return false
 	})
-	if ok {
-		*dst = in
-	}
-	return ok
 }
