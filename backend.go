@@ -78,6 +78,16 @@ type Declarer interface {
 	Guarantees() Guarantees
 }
 
+// MonotonicGranter is implemented by in-process backends that date grants
+// on this process's monotonic clock: Grant.AcquiredAt is GrantEpoch().Add(d),
+// where GrantEpoch returns a fixed value of time.Now and d is the time of the
+// grant since then, and the lease expires no earlier than d + TTL by that
+// clock. The client then dates the lease's local deadline from that very
+// instant instead of reading the clock before each call.
+type MonotonicGranter interface {
+	GrantEpoch() time.Time
+}
+
 // Scope says how far a backend's exclusion reaches.
 type Scope string
 

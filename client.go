@@ -22,14 +22,24 @@ type Client struct {
 	pid            int
 	owner          string
 	closed         atomic.Bool
-	local          bool      // the backend lives in this process (Scope process)
-	epoch          time.Time // base of now()
+	local          bool          // the backend lives in this process (Scope process)
+	monoGrants     bool          // the backend is a MonotonicGranter
+	grantEpoch     time.Time     // its GrantEpoch
+	grantOff       time.Duration // grantEpoch on the clock of now()
+	epoch          time.Time     // base of now()
 	scheds         [nScheds]sched
 }
 
 // now reads the monotonic clock only (cheaper than time.Now): the time since
 // the client was made, for deadlines and durations.
 func (c *Client) now() time.Duration { return time.Since(c.epoch) }
+
+// grantTime converts the AcquiredAt of a MonotonicGranter's grant to the
+// clock of now(). The difference from the backend's epoch is exact, with or
+// without a monotonic reading, as AcquiredAt is the epoch plus a duration.
+func (c *Client) grantTime(t time.Time) time.Duration {
+	return t.Sub(c.grantEpoch) + c.grantOff
+}
 
 // New returns a client over b. The client takes b over: [Client.Close]
 // closes it.
@@ -52,6 +62,10 @@ func New(b Backend, opts ...Option) *Client {
 	}
 	c.blocker, _ = b.(Blocker)
 	c.notifier, _ = b.(Notifier)
+	if mg, ok := b.(MonotonicGranter); ok {
+		c.monoGrants, c.grantEpoch = true, mg.GrantEpoch()
+		c.grantOff = c.grantEpoch.Sub(c.epoch)
+	}
 	for _, o := range opts {
 		o(c)
 	}

@@ -236,10 +236,17 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.stopping = true
 	l.s.remove(l)
 	renewing := l.x != nil && l.x.inflight != nil
+	lost := l.reason
+	c, name := l.sem.c, l.sem.name
+	if c.local && !renewing {
+		// An in-process backend answers at once: nothing to wait for,
+		// bound or cancel, so the lease stays locked throughout.
+		defer l.mu.Unlock()
+		return l.released(releaseResult(name, lost, c.b.Release(context.Background(), name, l.id)))
+	}
 	if renewing {
 		l.x.inflight()
 	}
-	lost := l.reason
 	l.mu.Unlock()
 	// A renewal that has not begun its call sees stopping and gives up; wait
 	// for one in progress: none reaches the backend after this.
@@ -247,20 +254,17 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.renewMu.Lock()
 		l.renewMu.Unlock()
 	}
-
-	var err error
-	c, name := l.sem.c, l.sem.name
-	if c.local {
-		// An in-process backend answers at once: nothing to bound or cancel.
-		err = c.b.Release(context.Background(), name, l.id)
-	} else {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.releaseTimeout)
-		defer cancel()
-		err = retry(rctx, func() error { return c.b.Release(rctx, name, l.id) })
-	}
-	err = releaseResult(name, lost, err)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.releaseTimeout)
+	defer cancel()
+	err := retry(rctx, func() error { return c.b.Release(rctx, name, l.id) })
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.released(releaseResult(name, lost, err))
+}
+
+// released ends the lease after Release and records err, Release's result,
+// for later callers. l.mu must be held.
+func (l *Lease) released(err error) error {
 	l.endLocked(ErrReleased)
 	l.relDone, l.relErr = true, err
 	if l.x != nil && l.x.relWait != nil {

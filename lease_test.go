@@ -32,11 +32,19 @@ func (b *blackhole) Renew(ctx context.Context, name, id string, ttl time.Duratio
 }
 
 // The local deadline fires at sent + TTL − margin, even though the backend
-// never answers, and before the backend's own expiry.
+// never answers, and before the backend's own expiry — also when the
+// backend's clock (the base of its grant times) started before the client's.
 func TestLocalDeadlineWithoutAnswers(t *testing.T) {
+	for _, gap := range []time.Duration{0, 5 * time.Second} {
+		t.Run(fmt.Sprint("backend older by ", gap), func(t *testing.T) { testLocalDeadline(t, gap) })
+	}
+}
+
+func testLocalDeadline(t *testing.T, gap time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &blackhole{Backend: mem.New()}
 		b.hang.Store(true)
+		time.Sleep(gap)
 		c := sema.New(b)
 		start := time.Now()
 		l, err := c.Mutex("job").Acquire(t.Context(), sema.WithTTL(10*time.Second))

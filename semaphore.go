@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 )
 
 // Semaphore is a named counting semaphore with a fixed limit. A mutex is a
@@ -111,7 +112,10 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption
 	for {
 		l, id := newLeaseID()
 		req.ID = id
-		sent := s.c.now()
+		var sent time.Duration
+		if !s.c.monoGrants {
+			sent = s.c.now()
+		}
 		g, err := s.c.grant(ctx, req, wait)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -121,9 +125,16 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption
 			}
 			return nil, err
 		}
-		// The backend granted no earlier than sent+Waited (by its clock);
-		// allow 0.1% rate difference between the two clocks.
-		deadline := sent + g.Waited - g.Waited/1000 + cfg.ttl - cfg.margin
+		var deadline time.Duration
+		if s.c.monoGrants {
+			// The backend dated the grant on this process's clock.
+			sent = s.c.grantTime(g.AcquiredAt)
+			deadline = sent + cfg.ttl - cfg.margin
+		} else {
+			// The backend granted no earlier than sent+Waited (by its
+			// clock); allow 0.1% rate difference between the two clocks.
+			deadline = sent + g.Waited - g.Waited/1000 + cfg.ttl - cfg.margin
+		}
 		if ctx.Err() != nil {
 			s.c.giveBack(ctx, req)
 			return nil, notAcquired(ctx)

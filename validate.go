@@ -160,6 +160,24 @@ func (r *Request) Validate() error {
 	if err := ValidateName(r.Name); err != nil {
 		return err
 	}
+	if err := r.ValidateTerms(); err != nil {
+		return err
+	}
+	if err := validateOwner(r.Owner); err != nil {
+		return err
+	}
+	if err := checkText(r.Host); err != nil || len(r.Host) > MaxOwnerLen {
+		return fmt.Errorf("%w: bad host label", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// ValidateTerms checks what [Request.Validate] does except the bytes of
+// the name and of the owner and host labels: the lease ID, limit, weight,
+// TTL and PID, and that the owner label is not the lease ID. It is for a
+// backend that has already found those strings valid (the same name and
+// labels again and again), so that only what changes per call is checked.
+func (r *Request) ValidateTerms() error {
 	if err := ValidateID(r.ID); err != nil {
 		return err
 	}
@@ -172,14 +190,8 @@ func (r *Request) Validate() error {
 	if err := ValidateTTL(r.TTL); err != nil {
 		return err
 	}
-	if err := validateOwner(r.Owner); err != nil {
-		return err
-	}
 	if r.Owner == r.ID {
 		return fmt.Errorf("%w: owner label equals the lease id", ErrInvalidArgument)
-	}
-	if err := checkText(r.Host); err != nil || len(r.Host) > MaxOwnerLen {
-		return fmt.Errorf("%w: bad host label", ErrInvalidArgument)
 	}
 	if r.PID < 0 {
 		return fmt.Errorf("%w: negative pid", ErrInvalidArgument)

@@ -43,10 +43,10 @@ type waiter struct {
 	err   error
 }
 
-// entryFor returns the entry of name, creating it, after dropping expired
-// holders. It fails if limit disagrees with current holders or waiters.
-func (b *Backend) entryFor(name string, limit int64, now time.Duration) (*entry, error) {
-	e := b.names[name]
+// entryFor returns e, the entry of name from b.names, creating it if e is
+// nil, after dropping expired holders. It fails if limit disagrees with
+// current holders or waiters.
+func (b *Backend) entryFor(e *entry, name string, limit int64, now time.Duration) (*entry, error) {
 	if e == nil {
 		if e = b.spare; e != nil {
 			b.spare = nil
@@ -89,10 +89,12 @@ func (b *Backend) grant(e *entry, req *sema.Request, now time.Duration) *holder 
 	return h
 }
 
+// grantOf is the grant of holder h. Its AcquiredAt is the epoch plus the
+// time of the grant (see sema.MonotonicGranter).
 func (b *Backend) grantOf(e *entry, name string, h *holder) sema.Grant {
 	return sema.Grant{
 		Name: name, ID: h.req.ID, Token: h.token, Owner: h.req.Owner,
-		Weight: h.req.Weight, Limit: e.limit, AcquiredAt: b.wall(h.acquired), ExpiresAt: b.wall(h.expires),
+		Weight: h.req.Weight, Limit: e.limit, AcquiredAt: b.epoch.Add(h.acquired), ExpiresAt: b.wall(h.expires),
 	}
 }
 

@@ -34,6 +34,8 @@ type Backend struct {
 	idle         int       // entries in names with no holders or waiters
 	spare        *entry    // a forgotten entry kept for reuse
 	spareHolders []*holder // released holders kept for reuse
+
+	goodOwner, goodHost string // the labels of the last request found valid
 }
 
 // Interface guards.
@@ -43,7 +45,13 @@ var (
 	_ sema.Inspector     = (*Backend)(nil)
 	_ sema.ForceReleaser = (*Backend)(nil)
 	_ sema.Declarer      = (*Backend)(nil)
+
+	_ sema.MonotonicGranter = (*Backend)(nil)
 )
+
+// GrantEpoch returns the base of the backend's clock: a grant's AcquiredAt
+// is GrantEpoch plus the time of the grant (see [sema.MonotonicGranter]).
+func (b *Backend) GrantEpoch() time.Time { return b.epoch }
 
 // New returns an empty backend.
 func New() *Backend {
@@ -70,16 +78,17 @@ func (b *Backend) Guarantees() sema.Guarantees {
 
 // TryAcquire grants the request if the permits are free and nobody waits.
 func (b *Backend) TryAcquire(_ context.Context, req sema.Request) (sema.Grant, error) {
-	if err := req.Validate(); err != nil {
-		return sema.Grant{}, err
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	e, err := b.lookup(&req)
+	if err != nil {
+		return sema.Grant{}, err
+	}
 	if b.closed {
 		return sema.Grant{}, sema.ErrClosed
 	}
 	now := b.now()
-	e, err := b.entryFor(req.Name, req.Limit, now)
+	e, err = b.entryFor(e, req.Name, req.Limit, now)
 	if err != nil {
 		return sema.Grant{}, err
 	}
@@ -96,16 +105,18 @@ func (b *Backend) TryAcquire(_ context.Context, req sema.Request) (sema.Grant, e
 
 // Acquire waits in the name's FIFO queue until granted or ctx is done.
 func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, error) {
-	if err := req.Validate(); err != nil {
+	b.mu.Lock()
+	e, err := b.lookup(&req)
+	if err != nil {
+		b.mu.Unlock()
 		return sema.Grant{}, err
 	}
-	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return sema.Grant{}, sema.ErrClosed
 	}
 	now := b.now()
-	e, err := b.entryFor(req.Name, req.Limit, now)
+	e, err = b.entryFor(e, req.Name, req.Limit, now)
 	if err != nil {
 		b.mu.Unlock()
 		return sema.Grant{}, err
@@ -146,6 +157,22 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		b.dropIfIdle(req.Name, e)
 	}
 	return sema.Grant{}, fmt.Errorf("%w: %w", sema.ErrNotAcquired, context.Cause(ctx))
+}
+
+// lookup checks req as req.Validate does and returns the entry of its name,
+// nil if it has none. A name with an entry and labels equal to the last ones
+// found valid need no second look at their bytes, so a name taken again and
+// again costs only the check of its lease ID and numbers. b.mu must be held.
+func (b *Backend) lookup(req *sema.Request) (*entry, error) {
+	e := b.names[req.Name]
+	if e == nil || req.Owner != b.goodOwner || req.Host != b.goodHost {
+		if err := req.Validate(); err != nil {
+			return nil, err
+		}
+		b.goodOwner, b.goodHost = req.Owner, req.Host
+		return e, nil
+	}
+	return e, req.ValidateTerms()
 }
 
 // Renew extends a live lease by ttl from now.
