@@ -20,14 +20,14 @@ func (l *Lease) tick() {
 		l.endLocked(ErrExpired)
 		return
 	}
-	if !l.keepalive || l.renewing || now < l.nextRenew {
+	if !l.cfg.keepalive || l.renewing || now < l.nextRenew {
 		l.schedule(now) // early, or a renewal is in flight
 		return
 	}
 	l.renewing = true
 	l.schedule(now) // the deadline holds even if the renewal hangs
 	l.mu.Unlock()
-	err := l.renew(context.Background(), l.interval/2)
+	err := l.renew(context.Background(), l.cfg.interval/2)
 	l.mu.Lock()
 	l.renewing = false
 	if l.ended || l.stopping {
@@ -36,12 +36,12 @@ func (l *Lease) tick() {
 	now = l.sem.c.now()
 	if err == nil {
 		l.failures = 0
-		l.nextRenew = now + l.interval
+		l.nextRenew = now + l.cfg.interval
 	} else {
 		// A transient failure: retry while the lease is provably still valid.
 		l.failures++
 		l.sem.c.log.Debug("sema: renewal failed", "name", l.sem.name, "lease", l.id, "attempt", l.failures, "err", err)
-		backoff := min(time.Duration(l.failures)*l.interval/8, l.interval)
+		backoff := min(time.Duration(l.failures)*l.cfg.interval/8, l.cfg.interval)
 		l.nextRenew = now + min(backoff, (l.deadline-now)/2+time.Millisecond)
 	}
 	l.schedule(now)
@@ -80,7 +80,7 @@ func (l *Lease) renew(ctx context.Context, attempt time.Duration) error {
 	l.mu.Unlock()
 
 	sent := l.sem.c.now()
-	g, err := l.sem.c.b.Renew(rctx, l.sem.name, l.id, l.ttl)
+	g, err := l.sem.c.b.Renew(rctx, l.sem.name, l.id, l.cfg.ttl)
 	cancel()
 
 	l.mu.Lock()
@@ -91,7 +91,7 @@ func (l *Lease) renew(ctx context.Context, attempt time.Duration) error {
 	}
 	switch {
 	case err == nil:
-		l.deadline = max(l.deadline, sent+l.ttl-l.margin)
+		l.deadline = max(l.deadline, sent+l.cfg.ttl-l.cfg.margin)
 		l.expires = unixNano(g.ExpiresAt)
 		return nil
 	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrNotHeld):

@@ -16,15 +16,11 @@ import (
 // anyone else, and [Lease.Err] tells why.
 type Lease struct {
 	// Set when granted, then read-only.
-	sem      *Semaphore // name, limit and client
+	sem      *Semaphore     // name, limit and client
+	cfg      *acquireConfig // owner, weight, TTL, renew interval, safety margin: shared, never written
 	id       string
 	token    uint64
-	weight   int64
-	owner    string
-	acquired int64 // backend clock, Unix ns; 0 if unknown
-	ttl      time.Duration
-	interval time.Duration   // between keepalive renewals
-	margin   time.Duration   // the local deadline comes this long before the backend's expiry
+	acquired int64           // backend clock, Unix ns; 0 if unknown
 	parent   context.Context // the acquire context, for its values only
 	s        *sched          // wakes the lease for its renewals and deadline
 
@@ -33,11 +29,10 @@ type Lease struct {
 
 	mu        sync.Mutex // guards the fields below
 	failures  int32      // keepalive renewals failed in a row
-	keepalive bool       // read-only
 	ended     bool
 	stopping  bool          // Release has begun
 	renewing  bool          // a keepalive renewal is in flight
-	relDone   bool          // Release has finished: relErr holds its result
+	relDone   bool          // Release has finished: its result is nil or x.relErr
 	expires   int64         // backend clock, Unix ns, as of the last confirmed renewal; 0 if unknown
 	deadline  time.Duration // local, by c.now(): sent + TTL − margin
 	nextRenew time.Duration // by c.now()
@@ -45,7 +40,6 @@ type Lease struct {
 	x         *leaseExtra   // what few leases need, made on first use
 
 	renewMu sync.Mutex  // held for the duration of each renewal
-	relErr  error       // what Release returned
 	idBytes [idLen]byte // the lease ID made by this client: written once, then only read through id
 }
 
@@ -57,6 +51,7 @@ type leaseExtra struct {
 	ctx      context.Context    // of Lease.Context
 	cancel   context.CancelCauseFunc
 	relWait  chan struct{} // closed when the first Release finishes, for the others
+	relErr   error         // what Release returned, if not nil
 }
 
 func (l *Lease) extra() *leaseExtra {
@@ -78,9 +73,8 @@ func newLeaseID() (*Lease, string) {
 
 // start makes l the lease of grant g and arms its renewals and deadline.
 func (l *Lease) start(sem *Semaphore, g *Grant, cfg *acquireConfig, now, deadline time.Duration, parent context.Context) *Lease {
-	l.sem, l.id, l.token, l.weight, l.owner = sem, g.ID, g.Token, cfg.weight, cfg.owner
+	l.sem, l.cfg, l.id, l.token = sem, cfg, g.ID, g.Token
 	l.acquired, l.expires = unixNano(g.AcquiredAt), unixNano(g.ExpiresAt)
-	l.ttl, l.interval, l.margin, l.keepalive = cfg.ttl, cfg.interval, cfg.margin, cfg.keepalive
 	l.parent = parent
 	l.s, l.hidx = sem.c.schedFor(g.ID), -1
 	l.deadline, l.nextRenew = deadline, now+cfg.interval
@@ -112,7 +106,7 @@ func fromUnixNano(n int64) time.Time {
 // none in flight), else at its deadline. l.mu must be held.
 func (l *Lease) schedule(now time.Duration) {
 	when := l.deadline
-	if l.keepalive && !l.renewing && l.nextRenew < l.deadline {
+	if l.cfg.keepalive && !l.renewing && l.nextRenew < l.deadline {
 		when = l.nextRenew
 	}
 	l.s.set(l, when, now)
@@ -129,10 +123,10 @@ func (l *Lease) ID() string { return l.id }
 func (l *Lease) Token() uint64 { return l.token }
 
 // Owner returns the owner label.
-func (l *Lease) Owner() string { return l.owner }
+func (l *Lease) Owner() string { return l.cfg.owner }
 
 // Weight returns the number of permits held.
-func (l *Lease) Weight() int64 { return l.weight }
+func (l *Lease) Weight() int64 { return l.cfg.weight }
 
 // Limit returns the semaphore's limit.
 func (l *Lease) Limit() int64 { return l.sem.limit }
@@ -179,7 +173,7 @@ func (l *Lease) Err() error {
 // String describes the lease for logs.
 func (l *Lease) String() string {
 	return fmt.Sprintf("lease %s on %q token %d weight %d/%d owner %q",
-		l.id, l.sem.name, l.token, l.weight, l.sem.limit, l.owner)
+		l.id, l.sem.name, l.token, l.cfg.weight, l.sem.limit, l.cfg.owner)
 }
 
 // end finishes the lease with reason unless it already ended.
@@ -218,20 +212,11 @@ func (l *Lease) endLocked(reason error) {
 // result. It returns nil if the lease was held until released, or an error
 // wrapping ErrLeaseLost if it had been lost before.
 func (l *Lease) Release(ctx context.Context) error {
+	// No defers here: with them the compiler would not open-code any, and
+	// this is the hot path of every lease.
 	l.mu.Lock()
-	if l.stopping { // another Release ran or runs: its result is ours
-		if !l.relDone {
-			x := l.extra()
-			if x.relWait == nil {
-				x.relWait = make(chan struct{})
-			}
-			wait := x.relWait
-			l.mu.Unlock()
-			<-wait
-			l.mu.Lock()
-		}
-		defer l.mu.Unlock()
-		return l.relErr
+	if l.stopping {
+		return l.releaseAgain()
 	}
 	l.stopping = true
 	l.s.remove(l)
@@ -241,19 +226,47 @@ func (l *Lease) Release(ctx context.Context) error {
 	if c.local && !renewing {
 		// An in-process backend answers at once: nothing to wait for,
 		// bound or cancel, so the lease stays locked throughout.
-		defer l.mu.Unlock()
-		return l.released(releaseResult(name, lost, c.b.Release(context.Background(), name, l.id)))
+		err := l.released(releaseResult(name, lost, c.b.Release(context.Background(), name, l.id)))
+		l.mu.Unlock()
+		return err
 	}
 	if renewing {
 		l.x.inflight()
 	}
 	l.mu.Unlock()
+	return l.releaseBounded(ctx, renewing, lost)
+}
+
+// releaseAgain is Release after the first call: another Release ran or
+// runs, and its result is ours. l.mu is held, and released on return.
+func (l *Lease) releaseAgain() error {
+	defer l.mu.Unlock()
+	if !l.relDone {
+		x := l.extra()
+		if x.relWait == nil {
+			x.relWait = make(chan struct{})
+		}
+		wait := x.relWait
+		l.mu.Unlock()
+		<-wait
+		l.mu.Lock()
+	}
+	if l.x == nil {
+		return nil
+	}
+	return l.x.relErr
+}
+
+// releaseBounded gives the permits back on a context of its own, bounded by
+// the client's release timeout, retrying transient errors.
+func (l *Lease) releaseBounded(ctx context.Context, renewing bool, lost error) error {
 	// A renewal that has not begun its call sees stopping and gives up; wait
 	// for one in progress: none reaches the backend after this.
 	if renewing {
 		l.renewMu.Lock()
 		l.renewMu.Unlock()
 	}
+	c, name := l.sem.c, l.sem.name
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.releaseTimeout)
 	defer cancel()
 	err := retry(rctx, func() error { return c.b.Release(rctx, name, l.id) })
@@ -266,7 +279,10 @@ func (l *Lease) Release(ctx context.Context) error {
 // for later callers. l.mu must be held.
 func (l *Lease) released(err error) error {
 	l.endLocked(ErrReleased)
-	l.relDone, l.relErr = true, err
+	l.relDone = true
+	if err != nil {
+		l.extra().relErr = err
+	}
 	if l.x != nil && l.x.relWait != nil {
 		close(l.x.relWait)
 	}

@@ -58,40 +58,32 @@ func (s *Semaphore) Describe(ctx context.Context) (Status, error) {
 }
 
 // config returns the checked settings of a call: the handle's options, then
-// the call's. Those of a call without options are worked out once.
-func (s *Semaphore) config(opts []AcquireOption) (acquireConfig, error) {
+// the call's. Those of a call without options are worked out once. Leases
+// share the result: it is never written after.
+func (s *Semaphore) config(opts []AcquireOption) (*acquireConfig, error) {
 	if len(opts) == 0 {
 		if def := s.def.Load(); def != nil {
-			return *def, nil
+			return def, nil
 		}
 	}
-	cfg := acquireConfig{ttl: DefaultTTL, weight: 1, keepalive: true, owner: s.c.owner}
+	cfg := &acquireConfig{ttl: DefaultTTL, weight: 1, keepalive: true, owner: s.c.owner}
 	if len(s.opts)+len(opts) > 0 {
-		cfg = applyOptions(cfg, s.opts, opts)
+		for _, list := range [][]AcquireOption{s.opts, opts} {
+			for _, o := range list {
+				o(cfg)
+			}
+		}
 	}
 	if err := cfg.resolve(); err != nil {
-		return cfg, err
+		return nil, err
 	}
-	if err := s.validate(&cfg); err != nil {
-		return cfg, err
+	if err := s.validate(cfg); err != nil {
+		return nil, err
 	}
 	if len(opts) == 0 {
-		def := cfg
-		s.def.Store(&def)
+		s.def.Store(cfg)
 	}
 	return cfg, nil
-}
-
-// applyOptions is apart from config so that the common call without options
-// does not move the config to the heap.
-func applyOptions(cfg acquireConfig, lists ...[]AcquireOption) acquireConfig {
-	p := &cfg
-	for _, list := range lists {
-		for _, o := range list {
-			o(p)
-		}
-	}
-	return *p
 }
 
 func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption) (*Lease, error) {
@@ -155,7 +147,7 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption
 				continue
 			}
 		}
-		return l.start(s, &g, &cfg, now, deadline, ctx), nil
+		return l.start(s, &g, cfg, now, deadline, ctx), nil
 	}
 }
 
