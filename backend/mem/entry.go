@@ -43,6 +43,19 @@ type waiter struct {
 	err   error
 }
 
+// entry returns the entry of name, or nil. The last one found is kept at
+// hand, so a name taken and released again and again costs no map lookup.
+func (b *Backend) entry(name string) *entry {
+	if b.last != nil && name == b.lastName {
+		return b.last
+	}
+	e := b.names[name]
+	if e != nil {
+		b.lastName, b.last = name, e
+	}
+	return e
+}
+
 // entryFor returns e, the entry of name from b.names, creating it if e is
 // nil, after dropping expired holders. It fails if limit disagrees with
 // current holders or waiters.
@@ -55,6 +68,7 @@ func (b *Backend) entryFor(e *entry, name string, limit int64, now time.Duration
 			e = &entry{limit: limit}
 		}
 		b.names[name] = e
+		b.lastName, b.last = name, e
 		return e, nil
 	}
 	if e.idle {
@@ -170,7 +184,7 @@ func (b *Backend) onExpiry(name string, e *entry) {
 }
 
 func (b *Backend) releaseLocked(name, id string, now time.Duration) bool {
-	e := b.names[name]
+	e := b.entry(name)
 	if e == nil {
 		return false
 	}
@@ -219,7 +233,7 @@ func (b *Backend) sweepIdle() {
 			b.spare = e
 		}
 	}
-	b.idle = 0
+	b.idle, b.last = 0, nil
 }
 
 // recycle keeps a released holder for the next grant.
@@ -268,7 +282,7 @@ func (b *Backend) Describe(_ context.Context, name string) (sema.Status, error) 
 	if b.closed {
 		return sema.Status{}, sema.ErrClosed
 	}
-	e := b.names[name]
+	e := b.entry(name)
 	if e == nil {
 		return sema.Status{Name: name, Holders: []sema.Holder{}, Waiters: []sema.WaiterInfo{}}, nil
 	}
@@ -318,7 +332,7 @@ func (b *Backend) ForceRelease(_ context.Context, name, id string) ([]sema.Holde
 			delete(b.revoked, rid)
 		}
 	}
-	e := b.names[name]
+	e := b.entry(name)
 	if e == nil {
 		return nil, fmt.Errorf("mem: force-release %q: %w", name, sema.ErrNotHeld)
 	}

@@ -54,3 +54,40 @@ func TestIdleEntriesBounded(t *testing.T) {
 		}
 	}
 }
+
+// The entry kept at hand for the last name looked up is forgotten with the
+// idle entries: a name taken again after a sweep gets an entry in the map
+// (else List would not show it, and a reused entry could join two names).
+func TestLastEntryForgottenBySweep(t *testing.T) {
+	b := New()
+	ctx := context.Background()
+	req := func(name, id string) sema.Request {
+		return sema.Request{Name: name, ID: id, Owner: "t", Limit: 1, Weight: 1, TTL: time.Minute}
+	}
+	take := func(name, id string) {
+		t.Helper()
+		if _, err := b.TryAcquire(ctx, req(name, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range maxIdle {
+		name := fmt.Sprintf("churn-%d", i)
+		take(name, "c")
+		if err := b.Release(ctx, name, "c"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take("a", "a1")
+	if err := b.Release(ctx, "a", "a1"); err != nil { // one idle name too many: a sweep
+		t.Fatal(err)
+	}
+	if len(b.names) != 0 {
+		t.Fatalf("%d names after the sweep, want 0", len(b.names))
+	}
+	take("a", "a2")
+	take("b", "b1")
+	st, err := b.List(ctx, "")
+	if err != nil || len(st) != 2 || st[0].Name != "a" || st[1].Name != "b" {
+		t.Fatalf("List after the sweep = %+v, %v; want a and b", st, err)
+	}
+}

@@ -36,6 +36,8 @@ type Backend struct {
 	spareHolders []*holder // released holders kept for reuse
 
 	goodOwner, goodHost string // the labels of the last request found valid
+	lastName            string // the name of last, the entry last looked up
+	last                *entry // nil if none, or forgotten
 }
 
 // Interface guards.
@@ -164,7 +166,7 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 // found valid need no second look at their bytes, so a name taken again and
 // again costs only the check of its lease ID and numbers. b.mu must be held.
 func (b *Backend) lookup(req *sema.Request) (*entry, error) {
-	e := b.names[req.Name]
+	e := b.entry(req.Name)
 	if e == nil || req.Owner != b.goodOwner || req.Host != b.goodHost {
 		if err := req.Validate(); err != nil {
 			return nil, err
@@ -186,7 +188,7 @@ func (b *Backend) Renew(_ context.Context, name, id string, ttl time.Duration) (
 		return sema.Grant{}, sema.ErrClosed
 	}
 	now := b.now()
-	e := b.names[name]
+	e := b.entry(name)
 	if e != nil {
 		b.expire(name, e, now)
 	}
@@ -237,6 +239,6 @@ func (b *Backend) Close() error {
 			e.timer.Stop()
 		}
 	}
-	b.names = nil
+	b.names, b.last = nil, nil
 	return nil
 }
