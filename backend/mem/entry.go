@@ -27,11 +27,13 @@ type entry struct {
 }
 
 type holder struct {
-	req      sema.Request
-	token    uint64
-	acquired time.Duration // times by b.now()
-	renewed  time.Duration
-	expires  time.Duration
+	id, owner, host string
+	pid             int
+	weight          int64
+	token           uint64
+	acquired        time.Duration // times by b.now()
+	renewed         time.Duration
+	expires         time.Duration
 }
 
 type waiter struct {
@@ -94,7 +96,10 @@ func (b *Backend) grant(e *entry, req *sema.Request, now time.Duration) *holder 
 	} else {
 		h = new(holder)
 	}
-	*h = holder{req: *req, token: b.token, acquired: now, renewed: now, expires: now + req.TTL}
+	*h = holder{
+		id: req.ID, owner: req.Owner, host: req.Host, pid: req.PID, weight: req.Weight,
+		token: b.token, acquired: now, renewed: now, expires: now + req.TTL,
+	}
 	if e.holders.len() == 0 || h.expires < e.nextExpiry {
 		e.nextExpiry = h.expires
 	}
@@ -107,8 +112,8 @@ func (b *Backend) grant(e *entry, req *sema.Request, now time.Duration) *holder 
 // time of the grant (see sema.MonotonicGranter).
 func (b *Backend) grantOf(e *entry, name string, h *holder) sema.Grant {
 	return sema.Grant{
-		Name: name, ID: h.req.ID, Token: h.token, Owner: h.req.Owner,
-		Weight: h.req.Weight, Limit: e.limit, AcquiredAt: b.epoch.Add(h.acquired), ExpiresAt: b.wall(h.expires),
+		Name: name, ID: h.id, Token: h.token, Owner: h.owner,
+		Weight: h.weight, Limit: e.limit, AcquiredAt: b.epoch.Add(h.acquired), ExpiresAt: b.wall(h.expires),
 	}
 }
 
@@ -137,7 +142,7 @@ func (b *Backend) expire(name string, e *entry, now time.Duration) {
 	next := time.Duration(math.MaxInt64)
 	e.holders.filter(func(h *holder) bool {
 		if now >= h.expires {
-			e.used -= h.req.Weight
+			e.used -= h.weight
 			freed = true
 			return false
 		}
@@ -194,7 +199,7 @@ func (b *Backend) releaseLocked(name, id string, now time.Duration) bool {
 		b.dropIfIdle(name, e)
 		return false
 	}
-	e.used -= h.req.Weight
+	e.used -= h.weight
 	b.recycle(h)
 	b.grantWaiters(name, e, now)
 	b.dropIfIdle(name, e)
@@ -236,10 +241,10 @@ func (b *Backend) sweepIdle() {
 	b.idle, b.last = 0, nil
 }
 
-// recycle keeps a released holder for the next grant.
+// recycle keeps a released holder for the next grant, which overwrites
+// every field (its strings stay reachable until then: a few bytes).
 func (b *Backend) recycle(h *holder) {
 	if len(b.spareHolders) < 64 {
-		*h = holder{}
 		b.spareHolders = append(b.spareHolders, h)
 	}
 }
@@ -248,9 +253,9 @@ func (b *Backend) holderList(e *entry) []sema.Holder {
 	hs := make([]sema.Holder, 0, e.holders.len())
 	for _, h := range e.holders.list {
 		hs = append(hs, sema.Holder{
-			ID: h.req.ID, Owner: h.req.Owner, Token: h.token, Weight: h.req.Weight,
+			ID: h.id, Owner: h.owner, Token: h.token, Weight: h.weight,
 			AcquiredAt: b.wall(h.acquired), RenewedAt: b.wall(h.renewed), ExpiresAt: b.wall(h.expires),
-			Host: h.req.Host, PID: h.req.PID,
+			Host: h.host, PID: h.pid,
 		})
 	}
 	slices.SortFunc(hs, func(a, b sema.Holder) int { return cmp.Compare(a.Token, b.Token) })

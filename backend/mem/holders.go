@@ -21,7 +21,7 @@ func (s *holderSet) get(id string) *holder {
 		return nil
 	}
 	for _, h := range s.list {
-		if h.req.ID == id {
+		if h.id == id {
 			return h
 		}
 	}
@@ -31,7 +31,7 @@ func (s *holderSet) get(id string) *holder {
 func (s *holderSet) add(h *holder) {
 	s.list = append(s.list, h)
 	if s.index != nil {
-		s.index[h.req.ID] = len(s.list) - 1
+		s.index[h.id] = len(s.list) - 1
 	} else if len(s.list) > indexAt {
 		s.reindex()
 	}
@@ -46,7 +46,7 @@ func (s *holderSet) remove(id string) *holder {
 		}
 	} else {
 		for j, h := range s.list {
-			if h.req.ID == id {
+			if h.id == id {
 				i = j
 				break
 			}
@@ -63,7 +63,7 @@ func (s *holderSet) remove(id string) *holder {
 	if s.index != nil {
 		delete(s.index, id)
 		if i < last {
-			s.index[s.list[i].req.ID] = i
+			s.index[s.list[i].id] = i
 		}
 	}
 	return h
@@ -94,6 +94,6 @@ func (s *holderSet) reindex() {
 	}
 	s.index = make(map[string]int, len(s.list))
 	for i, h := range s.list {
-		s.index[h.req.ID] = i
+		s.index[h.id] = i
 	}
 }
