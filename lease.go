@@ -267,9 +267,9 @@ func (l *Lease) releaseBounded(ctx context.Context, renewing bool, lost error) e
 		l.renewMu.Unlock()
 	}
 	c, name := l.sem.c, l.sem.name
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.releaseTimeout)
-	defer cancel()
+	rctx := newReleaseCtx(ctx, c.releaseTimeout)
 	err := retry(rctx, func() error { return c.b.Release(rctx, name, l.id) })
+	rctx.stop()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.released(releaseResult(name, lost, err))
