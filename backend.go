@@ -78,6 +78,16 @@ type Declarer interface {
 	Guarantees() Guarantees
 }
 
+// DeadlineReleaser is implemented by backends that bound a release by a
+// deadline themselves (a connection deadline, say), more cheaply than a
+// context with a timeout would. ReleaseBy is Release, given up at deadline;
+// it ignores ctx's cancellation and uses ctx for its values only (the core
+// passes one without). The core calls it, when offered, for
+// [Lease.Release].
+type DeadlineReleaser interface {
+	ReleaseBy(ctx context.Context, name, id string, deadline time.Time) error
+}
+
 // MonotonicGranter is implemented by in-process backends that date grants
 // on this process's monotonic clock: Grant.AcquiredAt is GrantEpoch().Add(d),
 // where GrantEpoch returns a fixed value of time.Now and d is the time of the

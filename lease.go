@@ -267,9 +267,16 @@ func (l *Lease) releaseBounded(ctx context.Context, renewing bool, lost error) e
 		l.renewMu.Unlock()
 	}
 	c, name := l.sem.c, l.sem.name
-	rctx := newReleaseCtx(ctx, c.releaseTimeout)
-	err := retry(rctx, func() error { return c.b.Release(rctx, name, l.id) })
-	rctx.stop()
+	deadline := time.Now().Add(c.releaseTimeout)
+	var err error
+	if dr, ok := c.b.(DeadlineReleaser); ok {
+		vals := context.WithoutCancel(ctx)
+		err = retryUntil(deadline, func() error { return dr.ReleaseBy(vals, name, l.id, deadline) })
+	} else {
+		rctx := newReleaseCtx(ctx, deadline)
+		err = retryUntil(deadline, func() error { return c.b.Release(rctx, name, l.id) })
+		rctx.stop()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.released(releaseResult(name, lost, err))
@@ -303,22 +310,20 @@ func releaseResult(name string, lost, err error) error {
 	return fmt.Errorf("sema: release %q: %w", name, err)
 }
 
-// retry calls op until it succeeds, fails with a sentinel other than
-// ErrUnavailable, or ctx ends.
-func retry(ctx context.Context, op func() error) error {
+// retryUntil calls op until it succeeds, fails with a sentinel other than
+// ErrUnavailable, or deadline passes.
+func retryUntil(deadline time.Time, op func() error) error {
 	delay := 5 * time.Millisecond
 	for {
 		err := op()
 		if err == nil || !transient(err) {
 			return err
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		left := time.Until(deadline)
+		if left <= 0 {
 			return err
-		case <-t.C:
 		}
+		time.Sleep(min(delay, left))
 		delay = min(delay*2, 500*time.Millisecond)
 	}
 }

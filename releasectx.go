@@ -8,7 +8,7 @@ import (
 
 // releaseCtx is the context of a release on a backend outside the process:
 // detached from the caller's cancellation (it keeps the caller's values) and
-// done at its deadline, the client's release timeout from now. What
+// done at its deadline, the client's release timeout from the start. What
 // context.WithTimeout costs — a timer, five allocations — is spent only if
 // the backend asks for Done (or for Err past the deadline): most releases
 // wait on nothing (a lock taken at once, a connection with a deadline of its
@@ -24,8 +24,8 @@ type timeoutCtx struct {
 	cancel context.CancelFunc
 }
 
-func newReleaseCtx(parent context.Context, timeout time.Duration) *releaseCtx {
-	return &releaseCtx{vals: context.WithoutCancel(parent), deadline: time.Now().Add(timeout)}
+func newReleaseCtx(parent context.Context, deadline time.Time) *releaseCtx {
+	return &releaseCtx{vals: context.WithoutCancel(parent), deadline: deadline}
 }
 
 // Deadline reports the release's deadline.

@@ -19,7 +19,7 @@ func TestReleaseCtx(t *testing.T) {
 			parent, cancel := context.WithCancel(context.WithValue(t.Context(), ctxKey{}, "v"))
 			cancel() // the caller's context is over: the release goes on
 			start := time.Now()
-			r := newReleaseCtx(parent, 5*time.Second)
+			r := newReleaseCtx(parent, start.Add(5*time.Second))
 			defer r.stop()
 			if dl, ok := r.Deadline(); !ok || !dl.Equal(start.Add(5*time.Second)) {
 				t.Fatalf("Deadline = %v, %v; want %v", dl, ok, start.Add(5*time.Second))
@@ -62,7 +62,7 @@ func TestReleaseCtx(t *testing.T) {
 // when the release stops it; goroutines racing to make its timer share one.
 func TestReleaseCtxDerived(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newReleaseCtx(t.Context(), time.Second)
+		r := newReleaseCtx(t.Context(), time.Now().Add(time.Second))
 		var wg sync.WaitGroup
 		dones := make([]<-chan struct{}, 8)
 		for i := range dones {
@@ -85,7 +85,7 @@ func TestReleaseCtxDerived(t *testing.T) {
 			t.Fatalf("at the deadline: child err %v, AfterFunc ran %v", child.Err(), fired)
 		}
 
-		r = newReleaseCtx(t.Context(), time.Hour)
+		r = newReleaseCtx(t.Context(), time.Now().Add(time.Hour))
 		child, cancel = context.WithCancel(r)
 		defer cancel()
 		r.stop()

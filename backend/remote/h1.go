@@ -33,9 +33,11 @@ type h1Pool struct {
 
 type h1Conn struct {
 	nc      net.Conn
+	sr      *sendReader // under br: sends a request with its first read
 	br      *bufio.Reader
 	req     []byte      // request buffer, reused
 	dl      time.Time   // the deadline last set (setting one costs a timer update)
+	idled   time.Time   // when it went back to the pool
 	aborted atomic.Bool // the exchange was aborted: the connection is not reused
 }
 
@@ -108,7 +110,7 @@ func (p *h1Pool) get(ctx context.Context, poll bool, drain time.Duration) (*h1Co
 		if err != nil {
 			return nil, false, err
 		}
-		return &h1Conn{nc: nc, br: bufio.NewReaderSize(nc, 512)}, false, nil
+		return newH1Conn(nc, 512), false, nil
 	}
 	if n := len(p.idle); n > 0 {
 		c := p.idle[n-1]
@@ -125,7 +127,7 @@ func (p *h1Pool) get(ctx context.Context, poll bool, drain time.Duration) (*h1Co
 	if err != nil {
 		return nil, false, err
 	}
-	c := &h1Conn{nc: nc, br: bufio.NewReaderSize(nc, 4096), req: make([]byte, 0, 512)}
+	c := newH1Conn(nc, 4096)
 	if poll {
 		p.mu.Lock()
 		if p.closed {
@@ -137,6 +139,11 @@ func (p *h1Pool) get(ctx context.Context, poll bool, drain time.Duration) (*h1Co
 		p.mu.Unlock()
 	}
 	return c, false, nil
+}
+
+func newH1Conn(nc net.Conn, size int) *h1Conn {
+	sr := newSendReader(nc)
+	return &h1Conn{nc: nc, sr: sr, br: bufio.NewReaderSize(sr, size), req: make([]byte, 0, 512)}
 }
 
 // put ends an exchange on c: it keeps c for another one if keep, or closes
@@ -152,6 +159,7 @@ func (p *h1Pool) put(c *h1Conn, poll, keep bool) {
 		c.nc.Close()
 		return
 	}
+	c.idled = time.Now()
 	p.idle = append(p.idle, c)
 	p.mu.Unlock()
 }
@@ -234,24 +242,38 @@ func (c *h1Conn) exchange(ctx context.Context, method, target, host string, hdr,
 	r = append(r, "\r\n"...)
 	r = append(r, body...)
 	c.req = r
-	if _, err := c.nc.Write(r); err != nil {
+	if c.br.Buffered() == 0 && (!reused || time.Since(c.idled) < maxQuietIdle) {
+		// Written by the first read of the answer (h1raw.go).
+		c.sr.req = r
+	} else if _, err := c.nc.Write(r); err != nil {
 		if reused {
 			return 0, out, false, fmt.Errorf("%w: %w", errRetry, err)
 		}
 		return 0, out, false, err
 	}
-	if reused {
-		// A server that closed the idle connection answers nothing at all.
-		if _, err := c.br.Peek(1); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
-				return 0, out, false, fmt.Errorf("%w: %w", errRetry, err)
-			}
-			return 0, out, false, err
+	if _, err := c.br.Peek(1); err != nil {
+		var se *errSend
+		if reused && (errors.As(err, &se) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err)) {
+			// A server that closed the idle connection answers nothing
+			// at all.
+			return 0, out, false, fmt.Errorf("%w: %w", errRetry, err)
 		}
+		if errors.As(err, &se) {
+			err = se.err
+		}
+		return 0, out, false, err
 	}
 	status, res, keep, err = readResponse(c.br, out)
 	return status, res, keep, err
 }
+
+// maxQuietIdle is how long a pooled connection may have been idle and
+// still send its request without reading first (h1raw.go). A server that
+// closed the connection meanwhile made it readable (EOF) while nobody
+// waited; the raw path does not see that, and relies on the server's
+// answer to the request (a reset) to wake it. A connection idle for
+// longer reads first, as net.Conn does, and notices the close at once.
+const maxQuietIdle = 250 * time.Millisecond
 
 // isReset reports a connection reset by the peer.
 func isReset(err error) bool {

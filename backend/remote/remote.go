@@ -43,6 +43,8 @@ var (
 	_ sema.Inspector     = (*Backend)(nil)
 	_ sema.ForceReleaser = (*Backend)(nil)
 	_ sema.Declarer      = (*Backend)(nil)
+
+	_ sema.DeadlineReleaser = (*Backend)(nil)
 )
 
 // New returns a client of the server at cfg.URL. It does not contact the
@@ -135,6 +137,30 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 		return sema.ErrClosed
 	}
 	return b.release(ctx, name, id, b.cfg.RequestTimeout)
+}
+
+// ReleaseBy frees the lease id of name like Release, but is bounded by
+// deadline (and Config.RequestTimeout) instead of by ctx, whose
+// cancellation it ignores: what the core's Lease.Release wants (a release
+// that completes even if the caller's context ends, within the client's
+// release timeout), without deriving a context with a timeout per call,
+// whose timer and cancellation hook cost more than the rest of the
+// client's work for a release on loopback.
+func (b *Backend) ReleaseBy(ctx context.Context, name, id string, deadline time.Time) error {
+	if b.closed.Load() {
+		return sema.ErrClosed
+	}
+	timeout := time.Until(deadline)
+	if timeout <= 0 {
+		return context.DeadlineExceeded
+	}
+	if t := b.cfg.RequestTimeout; t > 0 && t < timeout {
+		timeout = t
+	}
+	if ctx.Done() != nil { // the core's has none
+		ctx = context.WithoutCancel(ctx)
+	}
+	return b.release(ctx, name, id, timeout)
 }
 
 func (b *Backend) release(ctx context.Context, name, id string, timeout time.Duration) error {
