@@ -14,5 +14,13 @@
 // Environment (read by the test main only): SEMA_TEST_REDIS_URL and
 // SEMA_TEST_POSTGRES_URL (a comparison is skipped without its URL), and
 // SEMA_BENCH_HEAVY=1 to run BenchmarkHeld (1,000,000 held leases and 10,000
-// waiters; minutes and gigabytes).
+// waiters; minutes and gigabytes), and SEMA_BENCH_SERVER_ENV, extra
+// environment of the sema server only (e.g. "GOGC=400 GOMAXPROCS=1"), to
+// compare settings.
+//
+// Besides rates, the sema benchmarks report the CPU time per operation of
+// this process (client-cpu-us/op) and of the server (server-cpu-us/op),
+// which are less noisy than rates on a shared machine, and the server's
+// group commits per operation and their mean time (fsyncs/op, fsync-ms,
+// from its /metrics).
 package netbench

@@ -130,12 +130,14 @@ func selfCPU() time.Duration {
 type cpuMeter struct {
 	srv       *server
 	self, sdb time.Duration
+	fs        fsyncs
 }
 
 func startCPU(s *server) *cpuMeter {
 	m := &cpuMeter{srv: s, self: selfCPU()}
 	if s != nil {
 		m.sdb = s.cpuTime()
+		m.fs = s.fsyncs()
 	}
 	return m
 }
@@ -145,5 +147,9 @@ func (m *cpuMeter) report(b *testing.B) {
 	b.ReportMetric(float64((selfCPU()-m.self).Microseconds())/n, "client-cpu-us/op")
 	if m.srv != nil {
 		b.ReportMetric(float64((m.srv.cpuTime()-m.sdb).Microseconds())/n, "server-cpu-us/op")
+		if fs := m.srv.fsyncs(); fs.n > m.fs.n {
+			b.ReportMetric((fs.n-m.fs.n)/n, "fsyncs/op")
+			b.ReportMetric((fs.secs-m.fs.secs)/(fs.n-m.fs.n)*1e3, "fsync-ms")
+		}
 	}
 }

@@ -23,14 +23,16 @@ var (
 	redisURL string
 	pgURL    string
 	heavy    bool
-	srv      *server // shared by the light benchmarks
-	srvErr   error   // why srv could not start
+	srvEnv   []string // extra environment of the sema server
+	srv      *server  // shared by the light benchmarks
+	srvErr   error    // why srv could not start
 )
 
 func TestMain(m *testing.M) {
 	redisURL = os.Getenv("SEMA_TEST_REDIS_URL")
 	pgURL = os.Getenv("SEMA_TEST_POSTGRES_URL")
 	heavy = os.Getenv("SEMA_BENCH_HEAVY") == "1"
+	srvEnv = strings.Fields(os.Getenv("SEMA_BENCH_SERVER_ENV"))
 	dir, err := os.MkdirTemp("", "sema-netbench-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -81,6 +83,9 @@ func startServer(dataDir string) (*server, error) {
 	l.Close()
 	s := &server{url: "http://" + addr, out: &bytes.Buffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(semaBin, "serve", "--listen", addr, "--data-dir", dataDir)
+	if len(srvEnv) > 0 {
+		s.cmd.Env = append(os.Environ(), srvEnv...)
+	}
 	s.cmd.Stdout, s.cmd.Stderr = (*lockedWriter)(s), (*lockedWriter)(s)
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
@@ -159,4 +164,32 @@ func (s *server) cpuTime() time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// fsyncs are the server's group commits so far and the time they took.
+type fsyncs struct{ n, secs float64 }
+
+// fsyncs reads the store's fsync counters from /metrics (zero if absent).
+func (s *server) fsyncs() fsyncs {
+	var f fsyncs
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		return f
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		v, err := strconv.ParseFloat(val, 64)
+		if !ok || err != nil {
+			continue
+		}
+		switch name {
+		case "sema_store_fsyncs_total":
+			f.n = v
+		case "sema_store_fsync_seconds_total":
+			f.secs = v
+		}
+	}
+	return f
 }

@@ -23,19 +23,20 @@ type asyncPoll struct {
 	who   caller
 	close bool
 	p     *h1poll
+	hp    h1poll  // what p points to (one allocation with the poll)
+	rep   h1reply // the answer's replier (see reply)
 
 	ctx    context.Context // ends when the client hangs up
 	cancel context.CancelCauseFunc
 	wt     *store.Wait
 	ready  chan struct{} // closed once wt is set
 
-	mu          sync.Mutex // guards the heartbeat state
-	timer       *time.Timer
-	interval    time.Duration
-	deadline    time.Time
-	committed   bool
-	stopped     bool
-	stopClosing func() bool
+	mu        sync.Mutex // guards the heartbeat state
+	timer     *time.Timer
+	interval  time.Duration
+	deadline  time.Time
+	committed bool
+	stopped   bool
 }
 
 // startAsync starts a long poll of req on rep's connection, if the server
@@ -50,7 +51,8 @@ func (s *Server) startAsync(rep *h1reply, req sema.Request, wait time.Duration, 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	a := &asyncPoll{s: s, c: c, req: req, who: who, close: rep.close, ctx: ctx, cancel: cancel,
 		ready: make(chan struct{}), interval: s.cfg.Heartbeat, deadline: time.Now().Add(wait)}
-	a.p = &h1poll{cancel: a.clientGone, done: make(chan struct{}), close: rep.close}
+	a.hp = h1poll{cancel: a.clientGone, done: make(chan struct{}), close: rep.close}
+	a.p, a.rep = &a.hp, h1reply{c: c, close: rep.close, ctx: ctx}
 	s.m.longPolling.Inc()
 	g, wt, err := se.s.AcquireAsync(ctx, req, who.Caller, a.granted)
 	if wt == nil {
@@ -69,9 +71,18 @@ func (s *Server) startAsync(rep *h1reply, req sema.Request, wait time.Duration, 
 	c.poll = a.p
 	a.mu.Lock()
 	a.timer = time.AfterFunc(min(a.interval, wait), a.tick)
-	a.stopClosing = context.AfterFunc(s.closing, func() { a.end(errShuttingDown) })
 	a.mu.Unlock()
+	// A shutdown ends the poll: Close (closeIdle) finds it on the
+	// connection, or, if it ran before, it is seen closed below. Set
+	// before ready: the poll's end (backToIdle) clears it, and waits for
+	// ready.
+	c.mu.Lock()
+	c.apoll = a
+	c.mu.Unlock()
 	close(a.ready)
+	if s.closed.Load() {
+		go a.end(errShuttingDown)
+	}
 	return true, true
 }
 
@@ -82,11 +93,10 @@ func (a *asyncPoll) stop() bool {
 	defer a.mu.Unlock()
 	a.stopped = true
 	a.timer.Stop()
-	a.stopClosing()
 	return a.committed
 }
 
-func (a *asyncPoll) reply() *h1reply { return &h1reply{c: a.c, close: a.close, ctx: a.ctx} }
+func (a *asyncPoll) reply() *h1reply { return &a.rep }
 
 // granted is the store's notification: the poll was granted (or the store
 // closed). It runs on the goroutine that granted it.

@@ -35,9 +35,10 @@ type h1conn struct {
 	br *bufio.Reader
 	to timeouts
 
-	mu   sync.Mutex // guards idle and rdl
-	idle bool
-	rdl  time.Time // the read deadline set
+	mu    sync.Mutex // guards idle, rdl and apoll
+	idle  bool
+	rdl   time.Time  // the read deadline set
+	apoll *asyncPoll // the async long poll in progress (ended by Close)
 
 	wmu sync.Mutex // serializes writes (a long poll and its heartbeats)
 	out []byte
@@ -129,7 +130,7 @@ func (s *Server) untrack(c *h1conn) {
 }
 
 // closeIdle wakes the connections that wait for a request, which then
-// close (the server is closing).
+// close, and ends their async long polls (the server is closing).
 func (s *Server) closeIdle() {
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
@@ -137,6 +138,9 @@ func (s *Server) closeIdle() {
 		c.mu.Lock()
 		if c.idle {
 			c.setReadDeadlineLocked(aLongTimeAgo)
+		}
+		if a := c.apoll; a != nil {
+			go a.end(errShuttingDown)
 		}
 		c.mu.Unlock()
 	}
@@ -225,23 +229,6 @@ func (c *h1conn) waitRequest() bool {
 	c.idle = false
 	c.mu.Unlock()
 	return err == nil
-}
-
-// watch waits, while a long poll runs, for the client's next bytes: the
-// next request once the poll is answered, or a hang-up, which ends the
-// poll.
-func (c *h1conn) watch() bool {
-	p := c.poll
-	_, err := c.br.Peek(1)
-	if err != nil {
-		p.cancel(errClientGone)
-	}
-	<-p.done
-	c.poll = nil
-	c.mu.Lock()
-	c.idle = false
-	c.mu.Unlock()
-	return err == nil && p.ok && !p.close
 }
 
 var errHeadTooLarge = errors.New("request head too large")

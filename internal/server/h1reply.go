@@ -53,14 +53,12 @@ func (r h1reply) beat(first bool) error {
 	return err
 }
 
-func (r h1reply) extend(t time.Time) {
-	c := r.c
-	c.setReadDeadline(t)
-	c.wmu.Lock()
-	c.wdl = t
-	_ = c.nc.SetWriteDeadline(t)
-	c.wmu.Unlock()
-}
+// extend changes no deadline on a taken-over connection: each write of a
+// long poll (heartbeat, answer) arms its own write deadline (armWrite), and
+// the connection's idle read deadline, which the poll may outlive, is
+// renewed by watch while the poll runs. That saves three deadline updates
+// per long poll.
+func (r h1reply) extend(time.Time) {}
 
 // h1poll is a long poll running on its own goroutine while the
 // connection's goroutine watches for a hang-up (h1conn.watch).
@@ -95,18 +93,4 @@ func (r h1reply) await(poll func(replier) bool) bool {
 		close(p.done)
 	}
 	return true
-}
-
-// backToIdle puts the connection back to waiting for its next request after
-// a long poll: under the idle timeout again, and closed at once if the
-// server is closing.
-func (c *h1conn) backToIdle() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.idle = true
-	if c.s.closed.Load() {
-		c.setReadDeadlineLocked(aLongTimeAgo)
-	} else {
-		c.setReadDeadlineLocked(deadline(c.to.idle))
-	}
 }
