@@ -27,7 +27,9 @@
 //     backend's Guarantees for whether that survives a backend restart).
 //   - Expiry is decided by the backend's clock. The client also keeps a local
 //     deadline on its monotonic clock, measured from when the grant or last
-//     renewal was sent: at sent + TTL − margin without a confirmed renewal
+//     renewal was sent (from the grant itself for an in-process backend that
+//     dates grants on that clock, a [MonotonicGranter]): at
+//     sent + TTL − margin without a confirmed renewal
 //     the lease's context is cancelled and [Lease.Done] closes — before the
 //     backend can give the permits to anyone else, even if it never answers
 //     again.
