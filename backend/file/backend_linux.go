@@ -188,7 +188,7 @@ func (b *Backend) unref(nf *nameFile) {
 // first record is written to a temporary file that is then linked into
 // place, so a state file is never seen empty: an empty one is damaged.
 func (b *Backend) openFile(name string, create bool) (*os.File, error) {
-	path := filepath.Join(b.dir, fileName(name))
+	path := statePath(b.dir, name)
 	f, err := openState(path, os.O_RDWR)
 	if err == nil {
 		return f, nil

@@ -3,6 +3,7 @@ package file
 import (
 	"bytes"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -180,4 +181,12 @@ func FuzzPayload(f *testing.F) {
 			t.Fatalf("re-encoding differs")
 		}
 	})
+}
+
+func TestStatePath(t *testing.T) {
+	for _, name := range []string{"a", "../../etc/passwd", "a/b", strings.Repeat("é", 127)} {
+		if got, want := statePath("/some/dir", name), filepath.Join("/some/dir", fileName(name)); got != want {
+			t.Errorf("statePath(%q) = %q, want %q", name, got, want)
+		}
+	}
 }

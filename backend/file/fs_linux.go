@@ -47,10 +47,27 @@ func bootID() [16]byte {
 // inode change on ext4 that can wait behind the disk's journal commit. The
 // lock path of every step reads the file, so it must not. Without the
 // permission (another user's file), the file opens normally.
+//
+// The file is opened with open(2) and wrapped by os.NewFile: os.OpenFile
+// would also try to register it with the runtime's poller, four more
+// system calls on every first use of a name, which a regular file always
+// refuses.
 func openState(path string, flag int) (*os.File, error) {
-	f, err := os.OpenFile(path, flag|unix.O_NOATIME, 0)
-	if errors.Is(err, fs.ErrPermission) {
-		f, err = os.OpenFile(path, flag, 0)
+	fd, err := openFD(path, flag|unix.O_NOATIME)
+	if err == unix.EPERM {
+		fd, err = openFD(path, flag)
 	}
-	return f, err
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+func openFD(path string, flag int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flag|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
 }

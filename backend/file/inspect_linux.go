@@ -25,7 +25,7 @@ func (b *Backend) Describe(ctx context.Context, name string) (sema.Status, error
 	if b.isClosed() {
 		return sema.Status{}, sema.ErrClosed
 	}
-	st, err := b.view(ctx, filepath.Join(b.dir, fileName(name)), name)
+	st, err := b.view(ctx, statePath(b.dir, name), name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return sema.Status{Name: name, Holders: []sema.Holder{}, Waiters: []sema.WaiterInfo{}}, nil
 	}
@@ -88,7 +88,7 @@ func (b *Backend) view(ctx context.Context, path, name string) (*state, error) {
 		return nil, fmt.Errorf("file: read %s: %w", path, err)
 	}
 	defer f.Close() // drops the lock
-	snap, _, err := readState(f, name, nil, header{}, nil)
+	snap, _, err := readState(newPreader(rc, path), name, nil, header{}, nil)
 	if err != nil {
 		return nil, err
 	}

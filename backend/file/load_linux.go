@@ -19,7 +19,7 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 			return nil, err
 		}
 	}
-	snap, buf, err := readState(nf.f, nf.name, nf.cache, nf.cacheHdr, nf.rbuf)
+	snap, buf, err := readState(nf.rd, nf.name, nf.cache, nf.cacheHdr, nf.rbuf)
 	nf.rbuf = buf
 	if err != nil {
 		return nil, nf.ioErr("read", err)

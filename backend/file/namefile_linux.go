@@ -25,6 +25,7 @@ type nameFile struct {
 	lk   chan struct{} // local mutex, taken with a context
 	kick chan struct{} // wakes the pump
 	lock *stateLock    // the state lock; used under lk
+	rd   *preader      // reads the state; used under lk
 	drop func(bool)    // nf.abandon, bound once
 
 	// Guarded by lk.
@@ -65,7 +66,7 @@ func newNameFile(b *Backend, name string, f *os.File) (*nameFile, error) {
 	}
 	nf := &nameFile{
 		b: b, name: name, path: f.Name(), f: f, rc: rc,
-		lk: make(chan struct{}, 1), kick: make(chan struct{}, 1), lock: newStateLock(rc, unix.LOCK_EX),
+		lk: make(chan struct{}, 1), kick: make(chan struct{}, 1), lock: newStateLock(rc, unix.LOCK_EX), rd: newPreader(rc, f.Name()),
 		slot: -1, wd: -1,
 		leases: make(map[string]lease), waiting: make(map[string]*waiter),
 	}

@@ -3,6 +3,7 @@ package file
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"path/filepath"
 	"strings"
 )
 
@@ -14,6 +15,16 @@ const fileExt = ".sema"
 func fileName(name string) string {
 	sum := sha256.Sum256([]byte(name))
 	return hex.EncodeToString(sum[:]) + fileExt
+}
+
+// statePath is the path of name's state file in dir: dir/fileName(name).
+func statePath(dir, name string) string {
+	sum := sha256.Sum256([]byte(name))
+	b := make([]byte, 0, len(dir)+1+2*len(sum)+len(fileExt))
+	b = append(b, dir...)
+	b = append(b, filepath.Separator)
+	b = hex.AppendEncode(b, sum[:])
+	return string(append(b, fileExt...))
 }
 
 // isStateFile reports whether a directory entry looks like a state file.

@@ -1,10 +1,8 @@
 package file
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"os"
+	"syscall"
 
 	"github.com/sema-dev/sema"
 )
@@ -25,7 +23,7 @@ const firstRead = 1024
 // is the expected name, or "" to accept the one whose file this is. A
 // damaged record gives a snapshot with a nil st; an unknown format version
 // is an error.
-func readState(f *os.File, name string, cached *state, cachedHdr header, buf []byte) (snapshot, []byte, error) {
+func readState(f *preader, name string, cached *state, cachedHdr header, buf []byte) (snapshot, []byte, error) {
 	var snap snapshot
 	if cap(buf) < firstRead {
 		buf = make([]byte, firstRead)
@@ -34,8 +32,8 @@ func readState(f *os.File, name string, cached *state, cachedHdr header, buf []b
 	if cached != nil {
 		buf = buf[:headerSize] // enough to tell whether the cache holds
 	}
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
+	n, err := f.readAt(buf, 0)
+	if err != nil {
 		return snap, buf, err
 	}
 	h, kind := parseHeader(buf[:n])
@@ -43,7 +41,7 @@ func readState(f *os.File, name string, cached *state, cachedHdr header, buf []b
 	case hdrUnsupported:
 		return snap, buf, fmt.Errorf("file: %s: %w: state file format version %d, this sema reads %d; "+
 			"a newer sema may be using it (remove it only once no process uses it)",
-			f.Name(), sema.ErrUnavailable, int(buf[4])|int(buf[5])<<8, formatVersion)
+			f.path, sema.ErrUnavailable, int(buf[4])|int(buf[5])<<8, formatVersion)
 	case hdrValid:
 		snap.gen = h.gen
 	default:
@@ -58,12 +56,15 @@ func readState(f *os.File, name string, cached *state, cachedHdr header, buf []b
 			buf = make([]byte, want)
 		}
 		buf = buf[:want]
-		if n, err = f.ReadAt(buf, 0); n < want {
+		if n, err = f.readFull(buf, 0); err != nil {
+			return snap, buf, err
+		}
+		if n < want {
 			return snap, buf, nil // truncated: damaged
 		}
 	}
 	_, st, err := decodeRecord(buf[:n])
-	if err != nil || name != "" && st.Name != name || name == "" && !sameFile(f.Name(), st.Name) {
+	if err != nil || name != "" && st.Name != name || name == "" && !sameFile(f.path, st.Name) {
 		return snap, buf, nil
 	}
 	snap.st, snap.hdr = st, h
@@ -73,4 +74,66 @@ func readState(f *os.File, name string, cached *state, cachedHdr header, buf []b
 func sameFile(path, name string) bool {
 	n := len(path) - len(fileName(name))
 	return n >= 0 && path[n:] == fileName(name)
+}
+
+// preader reads a state file with pread(2) through its RawConn (which keeps
+// the descriptor from being closed under the call). Unlike os.File.ReadAt,
+// readAt makes one call: a record shorter than the buffer costs no second
+// call to find the end of the file. It is used by one goroutine at a time.
+type preader struct {
+	rc   syscall.RawConn
+	path string
+	b    []byte
+	off  int64
+	n    int
+	err  error
+	call func(fd uintptr) bool // p.run, bound once: no allocation per call
+}
+
+func newPreader(rc syscall.RawConn, path string) *preader {
+	p := &preader{rc: rc, path: path}
+	p.call = p.run
+	return p
+}
+
+func (p *preader) run(fd uintptr) bool {
+	for {
+		// syscall.Pread, as os.File.WriteAt uses syscall.Pwrite: under the
+		// race detector the pair orders a write before the reads that see it
+		// (the state file carries grants between backends of one process).
+		p.n, p.err = syscall.Pread(int(fd), p.b, p.off)
+		if p.err != syscall.EINTR {
+			return true
+		}
+	}
+}
+
+// readAt returns what one pread(2) of b at off reads.
+func (p *preader) readAt(b []byte, off int64) (int, error) {
+	p.b, p.off = b, off
+	err := p.rc.Read(p.call)
+	p.b = nil
+	if err == nil {
+		err = p.err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pread: %w", err)
+	}
+	return max(p.n, 0), nil
+}
+
+// readFull reads b at off, or up to the end of the file.
+func (p *preader) readFull(b []byte, off int64) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := p.readAt(b[n:], off+int64(n))
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return n, nil
 }
