@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -13,10 +14,14 @@ import (
 	"github.com/sema-dev/sema"
 )
 
-// pivotResult is the lock-wait distribution of one run.
+// pivotResult is the lock-wait distribution of one configuration. The p99
+// comes with its 95% confidence interval [p99lo, p99hi]: with n waits, the
+// true 99th percentile lies between these two order statistics with 95%
+// probability, whatever the distribution.
 type pivotResult struct {
 	n             int
 	avg, p99, max time.Duration
+	p99lo, p99hi  time.Duration
 }
 
 // pivotLocker takes the lock guarding one data file: key is a server index,
@@ -26,113 +31,163 @@ type pivotLocker interface {
 	close() error
 }
 
-// runPivot runs one (servers, lock, layout) configuration.
-func runPivot(ctx context.Context, o pivotOptions, servers int, lock, layout string) (pivotResult, error) {
-	dir := filepath.Join(o.dir, fmt.Sprintf("%s-%s-%d", lock, layout, servers))
-	if err := setupPivotFiles(dir, servers, layout, o.payload); err != nil {
-		return pivotResult{}, err
-	}
-	prefix := "bench-pivot/" + rand.Text()[:8] + "/" // fresh names for every run
-	lockers := make([]pivotLocker, o.workers)
+// pivotCase is one (servers, lock, layout) configuration: its files and
+// lockers are set up once, then it runs in slices, interleaved with the
+// other locks' slices so that every lock sees the same host load.
+type pivotCase struct {
+	o       pivotOptions
+	servers int
+	lock    string
+	layout  string
+	dir     string
+	lockers []pivotLocker
+	shared  *sema.Client // mem:// lives in one process: its workers share it
+	waits   []time.Duration
+}
+
+// newPivotCase sets up the files and the workers' lockers, and takes every
+// lock once.
+func newPivotCase(ctx context.Context, o pivotOptions, servers int, lock, layout string) (_ *pivotCase, err error) {
+	c := &pivotCase{o: o, servers: servers, lock: lock, layout: layout,
+		dir: filepath.Join(o.dir, fmt.Sprintf("%s-%s-%d", lock, layout, servers))}
 	defer func() {
-		for _, l := range lockers {
-			if l != nil {
-				l.close()
-			}
+		if err != nil {
+			c.close()
 		}
 	}()
-	var shared *sema.Client // mem:// lives in one process: share it
+	if err := setupPivotFiles(c.dir, servers, layout, o.payload); err != nil {
+		return nil, err
+	}
+	prefix := "bench-pivot/" + rand.Text()[:8] + "/" // fresh names for every case
 	if lock == "sema" && isMemURL(o.backend) {
 		b, err := openBackend(ctx, o.backend, o.getenv)
 		if err != nil {
-			return pivotResult{}, err
+			return nil, err
 		}
-		shared = sema.New(b)
-		defer shared.Close()
+		c.shared = sema.New(b)
 	}
-	for i := range lockers {
-		if shared != nil {
-			lockers[i] = &semaLocker{c: shared, prefix: prefix, sems: map[int]*sema.Semaphore{}, shared: true}
+	c.lockers = make([]pivotLocker, o.workers)
+	for i := range c.lockers {
+		if c.shared != nil {
+			c.lockers[i] = &semaLocker{c: c.shared, prefix: prefix, sems: map[int]*sema.Semaphore{}, shared: true}
 			continue
 		}
-		var err error
-		if lockers[i], err = newPivotLocker(ctx, lock, o.backend, dir, prefix, o.getenv); err != nil {
-			return pivotResult{}, err
+		if c.lockers[i], err = newPivotLocker(ctx, lock, o.backend, c.dir, prefix, o.getenv); err != nil {
+			return nil, err
 		}
 	}
-	if err := warmUp(ctx, lockers[0], servers, layout); err != nil {
-		return pivotResult{}, err
+	if err := warmUp(ctx, c.lockers[0], servers, layout); err != nil {
+		return nil, err
 	}
+	return c, nil
+}
+
+func (c *pivotCase) close() {
+	for _, l := range c.lockers {
+		if l != nil {
+			l.close()
+		}
+	}
+	if c.shared != nil {
+		c.shared.Close()
+	}
+}
+
+// run has the workers update the files for d, adds their waits to c.waits
+// and checks that no update was lost.
+func (c *pivotCase) run(ctx context.Context, d time.Duration) error {
 	var (
 		mu    sync.Mutex
-		waits []time.Duration
 		first error
 		wg    sync.WaitGroup
 	)
-	deadline := time.Now().Add(o.duration)
-	for w := range o.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := mrand.New(mrand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
-			sleep := func(d time.Duration) bool {
-				t := time.NewTimer(d)
-				defer t.Stop()
-				select {
-				case <-ctx.Done():
-					return false
-				case <-t.C:
-					return true
-				}
+	deadline := time.Now().Add(d)
+	for w := range c.o.workers {
+		wg.Go(func() {
+			mine, err := c.work(ctx, w, deadline)
+			mu.Lock()
+			defer mu.Unlock()
+			c.waits = append(c.waits, mine...)
+			if err != nil && ctx.Err() == nil {
+				first = cmpOr(first, err)
 			}
-			if !sleep(time.Duration(rng.Int64N(int64(o.interval) + 1))) { // spread the starts
-				return
-			}
-			var mine []time.Duration
-			defer func() { mu.Lock(); waits = append(waits, mine...); mu.Unlock() }()
-			for time.Now().Before(deadline) {
-				srv := rng.IntN(servers)
-				key := srv
-				if layout == "global" {
-					key = -1
-				}
-				wait, unlock, err := lockers[w].lock(ctx, key)
-				if err == nil {
-					err = updatePivot(dir, layout, srv, w)
-					if uerr := unlock(); err == nil {
-						err = uerr
-					}
-				}
-				if err != nil {
-					if ctx.Err() == nil {
-						mu.Lock()
-						first = cmpOr(first, err)
-						mu.Unlock()
-					}
-					return
-				}
-				mine = append(mine, wait)
-				if !sleep(time.Duration(float64(o.interval) * (0.5 + rng.Float64()))) {
-					return
-				}
-			}
-		}()
+		})
 	}
 	wg.Wait()
 	if first != nil {
-		return pivotResult{}, first
+		return first
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	// The seed's exclusion check: every update is in the files, none lost
 	// to a concurrent read-modify-write.
-	recorded, err := countUpdates(dir, servers, layout)
+	recorded, err := countUpdates(c.dir, c.servers, c.layout)
+	if err != nil {
+		return err
+	}
+	if recorded != len(c.waits) {
+		return fmt.Errorf("%w: %d updates made but %d recorded in the files: the lock did not exclude",
+			errLostUpdates, len(c.waits), recorded)
+	}
+	return nil
+}
+
+// work is one worker until deadline: it returns the waits of its updates.
+func (c *pivotCase) work(ctx context.Context, w int, deadline time.Time) ([]time.Duration, error) {
+	rng := mrand.New(mrand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	sleep := func(d time.Duration) bool {
+		t.Reset(d)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	var mine []time.Duration
+	if !sleep(time.Duration(rng.Int64N(int64(c.o.interval) + 1))) { // spread the starts
+		return mine, nil
+	}
+	l := c.lockers[w]
+	for time.Now().Before(deadline) {
+		srv := rng.IntN(c.servers)
+		key := srv
+		if c.layout == "global" {
+			key = -1
+		}
+		wait, unlock, err := l.lock(ctx, key)
+		if err == nil {
+			err = updatePivot(c.dir, c.layout, srv, w)
+			if uerr := unlock(); err == nil {
+				err = uerr
+			}
+		}
+		if err != nil {
+			return mine, err
+		}
+		mine = append(mine, wait)
+		if !sleep(time.Duration(float64(c.o.interval) * (0.5 + rng.Float64()))) {
+			return mine, nil
+		}
+	}
+	return mine, nil
+}
+
+// runPivot runs one configuration alone for o.duration.
+func runPivot(ctx context.Context, o pivotOptions, servers int, lock, layout string) (pivotResult, error) {
+	c, err := newPivotCase(ctx, o, servers, lock, layout)
 	if err != nil {
 		return pivotResult{}, err
 	}
-	if recorded != len(waits) {
-		return pivotResult{}, fmt.Errorf("%w: %d updates made but %d recorded in the files: the lock did not exclude",
-			errLostUpdates, len(waits), recorded)
+	defer c.close()
+	if err := c.run(ctx, o.duration); err != nil {
+		return pivotResult{}, err
 	}
-	return summarize(waits), nil
+	return summarize(c.waits), nil
 }
 
 // warmUp takes and releases every lock once, so that the runs measure the
@@ -173,6 +228,18 @@ func summarize(ws []time.Duration) pivotResult {
 	for _, w := range ws {
 		sum += w
 	}
-	i := (len(ws)*99+99)/100 - 1 // nearest-rank p99
-	return pivotResult{n: len(ws), avg: sum / time.Duration(len(ws)), p99: ws[i], max: ws[len(ws)-1]}
+	n := len(ws)
+	i := (n*99+99)/100 - 1 // nearest-rank p99
+	lo, hi := quantileCI(n, 0.99)
+	return pivotResult{n: n, avg: sum / time.Duration(n), p99: ws[i], max: ws[n-1], p99lo: ws[lo], p99hi: ws[hi]}
+}
+
+// quantileCI returns the 0-based ranks of the order statistics that bound
+// the q-quantile of n samples with about 95% confidence (normal
+// approximation of the binomial count of samples below the quantile).
+func quantileCI(n int, q float64) (lo, hi int) {
+	sd := 1.96 * math.Sqrt(float64(n)*q*(1-q))
+	lo = int(math.Floor(float64(n)*q-sd)) - 1
+	hi = int(math.Ceil(float64(n)*q+sd)) - 1
+	return min(max(lo, 0), n-1), min(max(hi, 0), n-1)
 }
