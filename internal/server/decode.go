@@ -72,7 +72,7 @@ func decodeAcquire(body io.Reader, maxWait time.Duration) (sema.Request, time.Du
 func decodeAcquireBody(b []byte, rerr error, maxWait time.Duration) (sema.Request, time.Duration, error) {
 	var in wire.AcquireRequest
 	if rerr != nil || !fastAcquire(b, &in) {
-		if err := decodeBody(b, rerr, &in, func([]byte) bool { return false }); err != nil {
+		if err := slowDecode(b, rerr, &in); err != nil {
 			return sema.Request{}, 0, err
 		}
 	}
@@ -119,7 +119,7 @@ func decodeRenew(body io.Reader) (wire.RenewRequest, time.Duration, error) {
 func decodeRenewBody(b []byte, rerr error) (wire.RenewRequest, time.Duration, error) {
 	var in wire.RenewRequest
 	if rerr != nil || !fastRenew(b, &in) {
-		if err := decodeBody(b, rerr, &in, func([]byte) bool { return false }); err != nil {
+		if err := slowDecode(b, rerr, &in); err != nil {
 			return in, 0, err
 		}
 	}
@@ -141,11 +141,22 @@ func decodeRelease(body io.Reader) (wire.ReleaseRequest, error) {
 func decodeReleaseBody(b []byte, rerr error) (wire.ReleaseRequest, error) {
 	var in wire.ReleaseRequest
 	if rerr != nil || !fastRelease(b, &in) {
-		if err := decodeBody(b, rerr, &in, func([]byte) bool { return false }); err != nil {
+		if err := slowDecode(b, rerr, &in); err != nil {
 			return in, err
 		}
 	}
 	return in, checkLease(in.Name, in.ID)
+}
+
+// slowDecode decodes b into *in with encoding/json (what the fast decoder
+// left to it) through a copy on the heap, so that in itself, filled by the
+// fast path on most requests, stays on its caller's stack.
+func slowDecode[T any](b []byte, rerr error, in *T) error {
+	p := new(T)
+	*p = *in
+	err := decodeBody(b, rerr, p, func([]byte) bool { return false })
+	*in = *p
+	return err
 }
 
 func decodeForceRelease(body io.Reader) (wire.ForceReleaseRequest, error) {

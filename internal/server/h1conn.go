@@ -19,7 +19,8 @@ import (
 // request (acquire, renew, release) on a plain-HTTP/1.1 keep-alive
 // connection, the server hijacks the connection and serves its next
 // requests itself: one goroutine per connection reads each request with a
-// bufio.Reader, parses the head of a hot POST itself (h1parse.go) and
+// bufio.Reader, inside one raw read of the socket (h1raw.go: one read(2)
+// per request), parses the head of a hot POST itself (h1parse.go) and
 // writes each answer with one write(2). Every other request on such a
 // connection (other routes, unusual framing) is parsed by net/http's
 // http.ReadRequest and served by the same handlers (h1fallback.go). TLS
@@ -43,6 +44,11 @@ type h1conn struct {
 	wmu sync.Mutex // serializes writes (a long poll and its heartbeats)
 	out []byte
 	wdl time.Time // the write deadline set (guarded by wmu)
+
+	src       rawSrc // what br reads (h1raw.go)
+	headArmed bool   // the raw loop set the head deadline of the request in progress
+	bodyArmed bool   // … and its body's read deadline
+	idleSet   bool   // the raw loop set idle (conn goroutine only)
 
 	rep   h1reply     // the answer of the request in progress (reused)
 	poll  *h1poll     // the long poll in progress, or nil (conn goroutine only)
@@ -99,7 +105,15 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	c := &h1conn{s: s, nc: nc, br: rw.Reader, to: timeoutsOf(hs)}
+	c := &h1conn{s: s, nc: nc, to: timeoutsOf(hs)}
+	// Read the socket itself from now on, not through net/http's reader:
+	// what that one holds is read first.
+	c.src.nc = nc
+	if n := rw.Reader.Buffered(); n > 0 {
+		p, _ := rw.Reader.Peek(n)
+		c.src.pending = append([]byte(nil), p...)
+	}
+	c.br = bufio.NewReaderSize(&c.src, rw.Reader.Size())
 	if !s.track(c) {
 		nc.Close()
 		return
@@ -151,7 +165,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 func (c *h1conn) serve() {
 	defer c.s.untrack(c)
 	defer c.nc.Close()
-	for c.next() {
+	if !c.serveRaw() {
+		for c.next() {
+		}
 	}
 	if c.poll != nil {
 		c.poll.cancel(errClientGone)
@@ -246,8 +262,10 @@ func (c *h1conn) peekHead() ([]byte, error) {
 			return nil, errHeadTooLarge
 		}
 		if n == c.br.Size() {
-			// A head larger than the reader: read on through a larger one.
-			c.br = bufio.NewReaderSize(c.br, c.to.maxHead)
+			// A head larger than the reader: read on through a larger
+			// one, which reads what this one holds first.
+			c.src.pending = append(append([]byte(nil), p...), c.src.pending...)
+			c.br = bufio.NewReaderSize(&c.src, c.to.maxHead)
 			continue
 		}
 		if !armed && c.to.head > 0 {

@@ -13,7 +13,6 @@ import (
 // poll. The read deadline stays the connection's idle one; when it passes
 // while the poll still runs (a poll may last longer), it is renewed.
 func (c *h1conn) watch() bool {
-	p := c.poll
 	var err error
 	for {
 		_, err = c.br.Peek(1)
@@ -21,6 +20,14 @@ func (c *h1conn) watch() bool {
 			break
 		}
 	}
+	return c.endWatch(err)
+}
+
+// endWatch ends the watch of a long poll: the client's next bytes came
+// (err nil), or err (a hang-up), which ends the poll. It waits for the
+// poll's answer and reports whether the connection stays open.
+func (c *h1conn) endWatch(err error) bool {
+	p := c.poll
 	if err != nil {
 		p.cancel(errClientGone)
 	}

@@ -90,7 +90,11 @@ func (s *Server) hotRelease(rep replier, b []byte, rerr error, who caller) bool 
 		return s.failTo(rep, routeRelease, err, who, false)
 	}
 	// A release completes even if the client hangs up meanwhile.
-	if err := s.eng.release(context.WithoutCancel(rep.gone()), in.Name, in.ID, who.Caller); err != nil {
+	ctx := rep.gone()
+	if ctx != context.Background() {
+		ctx = context.WithoutCancel(ctx)
+	}
+	if err := s.eng.release(ctx, in.Name, in.ID, who.Caller); err != nil {
 		return s.failTo(rep, routeRelease, err, who, false)
 	}
 	if rep.send(http.StatusOK, releasedBody, false) != nil {
