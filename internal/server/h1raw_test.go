@@ -65,18 +65,7 @@ func TestRawLoopRoundTrips(t *testing.T) {
 	}
 
 	// A burst of 100 pipelined requests (some 12 KB, three readers full).
-	var burst []string
-	for i := range 50 {
-		name := fmt.Sprintf("h1raw/burst%d", i)
-		burst = append(burst, rawPost(wire.PathAcquire, "", `{"name":"`+name+`","id":"b"}`),
-			rawPost(wire.PathRelease, "", `{"name":"`+name+`","id":"b"}`))
-	}
-	c.send(burst...)
-	for i := range burst {
-		if resp, body := c.read("POST"); resp.StatusCode != 200 {
-			t.Fatalf("burst %d: %d %q", i, resp.StatusCode, body)
-		}
-	}
+	sendPairs(t, c, pipelinedPairs("h1raw/burst", "b", 50))
 
 	// A head larger than the reader (served out of the raw loop), then a
 	// plain request again, pipelined behind it.
@@ -97,18 +86,8 @@ func TestRawLoopRoundTrips(t *testing.T) {
 func TestRawLoopPipelinedAtTakeOver(t *testing.T) {
 	ts := newTS(t, nil, nil)
 	c := dialRaw(t, ts)
-	var reqs []string
-	for i := range 20 {
-		name := fmt.Sprintf("h1raw/p%d", i)
-		reqs = append(reqs, rawPost(wire.PathAcquire, "", `{"name":"`+name+`","id":"p"}`),
-			rawPost(wire.PathRelease, "", `{"name":"`+name+`","id":"p"}`))
-	}
-	c.send(reqs...)
-	for i := range reqs {
-		if resp, body := c.read("POST"); resp.StatusCode != 200 {
-			t.Fatalf("%d: %d %q", i, resp.StatusCode, body)
-		}
-	}
+	reqs := pipelinedPairs("h1raw/p", "p", 20)
+	sendPairs(t, c, reqs)
 	c.send(reqs[0], reqs[1])
 	for i := range 2 {
 		if resp, body := c.read("POST"); resp.StatusCode != 200 {
@@ -159,5 +138,27 @@ func TestRawLoopTimeouts(t *testing.T) {
 				t.Fatalf("the connection stayed open: %v", err)
 			}
 		})
+	}
+}
+
+// pipelinedPairs is an acquire and a release of each of n names.
+func pipelinedPairs(prefix, id string, n int) []string {
+	var reqs []string
+	for i := range n {
+		name := fmt.Sprintf("%s%d", prefix, i)
+		reqs = append(reqs, rawPost(wire.PathAcquire, "", `{"name":"`+name+`","id":"`+id+`"}`),
+			rawPost(wire.PathRelease, "", `{"name":"`+name+`","id":"`+id+`"}`))
+	}
+	return reqs
+}
+
+// sendPairs sends reqs pipelined and expects each answered 200.
+func sendPairs(t *testing.T, c *rawConn, reqs []string) {
+	t.Helper()
+	c.send(reqs...)
+	for i := range reqs {
+		if resp, body := c.read("POST"); resp.StatusCode != 200 {
+			t.Fatalf("pipelined %d: %d %q", i, resp.StatusCode, body)
+		}
 	}
 }
