@@ -16,6 +16,7 @@ type Client struct {
 	b              Backend
 	blocker        Blocker
 	notifier       Notifier
+	dreleaser      DeadlineReleaser
 	log            *slog.Logger
 	releaseTimeout time.Duration
 	host           string
@@ -62,6 +63,7 @@ func New(b Backend, opts ...Option) *Client {
 	}
 	c.blocker, _ = b.(Blocker)
 	c.notifier, _ = b.(Notifier)
+	c.dreleaser, _ = b.(DeadlineReleaser)
 	if mg, ok := b.(MonotonicGranter); ok {
 		c.monoGrants, c.grantEpoch = true, mg.GrantEpoch()
 		c.grantOff = c.grantEpoch.Sub(c.epoch)

@@ -269,7 +269,7 @@ func (l *Lease) releaseBounded(ctx context.Context, renewing bool, lost error) e
 	c, name := l.sem.c, l.sem.name
 	deadline := time.Now().Add(c.releaseTimeout)
 	var err error
-	if dr, ok := c.b.(DeadlineReleaser); ok {
+	if dr := c.dreleaser; dr != nil {
 		vals := context.WithoutCancel(ctx)
 		err = retryUntil(deadline, func() error { return dr.ReleaseBy(vals, name, l.id, deadline) })
 	} else {
