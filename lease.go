@@ -266,17 +266,8 @@ func (l *Lease) releaseBounded(ctx context.Context, renewing bool, lost error) e
 		l.renewMu.Lock()
 		l.renewMu.Unlock()
 	}
-	c, name := l.sem.c, l.sem.name
-	deadline := time.Now().Add(c.releaseTimeout)
-	var err error
-	if dr := c.dreleaser; dr != nil {
-		vals := context.WithoutCancel(ctx)
-		err = retryUntil(deadline, func() error { return dr.ReleaseBy(vals, name, l.id, deadline) })
-	} else {
-		rctx := newReleaseCtx(ctx, deadline)
-		err = retryUntil(deadline, func() error { return c.b.Release(rctx, name, l.id) })
-		rctx.stop()
-	}
+	name := l.sem.name
+	err := l.sem.c.release(ctx, name, l.id)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.released(releaseResult(name, lost, err))

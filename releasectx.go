@@ -19,6 +19,21 @@ type releaseCtx struct {
 	inner    atomic.Pointer[timeoutCtx] // made on first need
 }
 
+// release gives back the lease id of name on a backend outside the
+// process: detached from ctx's cancellation, bounded by the client's
+// release timeout (by the backend itself if it is a DeadlineReleaser, else
+// by a releaseCtx), retrying transient errors until then.
+func (c *Client) release(ctx context.Context, name, id string) error {
+	deadline := time.Now().Add(c.releaseTimeout)
+	if dr := c.dreleaser; dr != nil {
+		vals := context.WithoutCancel(ctx)
+		return retryUntil(deadline, func() error { return dr.ReleaseBy(vals, name, id, deadline) })
+	}
+	rctx := newReleaseCtx(ctx, deadline)
+	defer rctx.stop()
+	return retryUntil(deadline, func() error { return c.b.Release(rctx, name, id) })
+}
+
 type timeoutCtx struct {
 	ctx    context.Context
 	cancel context.CancelFunc

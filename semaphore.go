@@ -176,11 +176,9 @@ func notAcquired(ctx context.Context) error {
 	return errors.Join(ErrNotAcquired, context.Cause(ctx))
 }
 
-// giveBack releases a grant the caller will not use, on its own context.
+// giveBack releases a grant the caller will not use, as Release does.
 func (c *Client) giveBack(ctx context.Context, req Request) {
-	rctx := newReleaseCtx(ctx, time.Now().Add(c.releaseTimeout))
-	defer rctx.stop()
-	if err := c.b.Release(rctx, req.Name, req.ID); err != nil && !errors.Is(err, ErrNotHeld) {
+	if err := c.release(ctx, req.Name, req.ID); err != nil && !errors.Is(err, ErrNotHeld) {
 		c.log.Warn("sema: giving back an unused grant failed", "name", req.Name, "lease", req.ID, "err", err)
 	}
 }
