@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -36,6 +37,7 @@ type serveOptions struct {
 	tlsCert, tlsKey, tokenFile string
 	heartbeat, maxWait         time.Duration
 	snapshotBytes              int64
+	procs                      int
 	logLevel                   string
 }
 
@@ -51,6 +53,7 @@ func runServe(ctx context.Context, env *Env, args []string) int {
 	fs.DurationVar(&o.heartbeat, "heartbeat", server.DefaultHeartbeat, "long-poll heartbeat `interval`")
 	fs.DurationVar(&o.maxWait, "max-wait", server.DefaultMaxWait, "cap on an acquire's wait_ms")
 	fs.Int64Var(&o.snapshotBytes, "snapshot-bytes", store.DefaultSnapshotBytes, "log growth (`bytes`) after which the embedded store snapshots and truncates its log")
+	fs.IntVar(&o.procs, "procs", 0, "`CPUs` that run the server's Go code at once (GOMAXPROCS); 0: $GOMAXPROCS if set, else half the CPUs, at least 1")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	if code, done := parseFlags(fs, args); done {
 		return code
@@ -108,6 +111,10 @@ func serve(ctx context.Context, env *Env, o *serveOptions) error {
 	if o.backend != "" && o.dataDir != "" {
 		return usageError("--data-dir and --backend exclude each other")
 	}
+	if o.procs < 0 {
+		return usageError("--procs must be at least 0")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(serveProcs(env, o.procs)))
 
 	b, label, err := openServed(ctx, env, o, logger)
 	if err != nil {
@@ -144,7 +151,7 @@ func serve(ctx context.Context, env *Env, o *serveOptions) error {
 		ln = tls.NewListener(ln, tlsConf)
 	}
 	logger.Info("sema serve: listening", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(),
-		"auth", len(tokens) > 0, "store", label)
+		"auth", len(tokens) > 0, "store", label, "procs", runtime.GOMAXPROCS(0))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -165,6 +172,26 @@ func serve(ctx context.Context, env *Env, o *serveOptions) error {
 		logger.Warn("sema serve: taken-over connections still open at shutdown", "err", err)
 	}
 	return nil
+}
+
+// serveProcs is the GOMAXPROCS sema serve runs with: --procs, else
+// $GOMAXPROCS if set, else half of the runtime's default (the CPUs this
+// process may use), at least 1.
+//
+// Why not all of them: every grant is serialized on the store's lock, and
+// most of a request's cost is the kernel's (loopback TCP, fsync). A second
+// P then mostly spins looking for work and wakes threads, on CPUs that a
+// server usually shares with its clients or other services. The README's
+// benchmark section has what one P instead of two measured on 2 CPUs;
+// hosts with more CPUs were not measured.
+func serveProcs(env *Env, procs int) int {
+	switch {
+	case procs > 0:
+		return procs
+	case env.Getenv("GOMAXPROCS") != "":
+		return runtime.GOMAXPROCS(0)
+	}
+	return max(1, runtime.GOMAXPROCS(0)/2)
 }
 
 // openServed opens the backend to serve, the embedded store or --backend,

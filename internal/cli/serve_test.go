@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -67,12 +68,33 @@ func TestServeRefusesBadSetups(t *testing.T) {
 		{[]string{"--data-dir", dir, "--backend", "mem://"}, "exclude each other"},
 		{[]string{"--backend", "nope://x"}, "unknown scheme"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--procs", "-1"}, "--procs"},
+		{[]string{"--procs", "two"}, "-procs"},
 		{[]string{"extra"}, "unexpected argument"},
 	} {
 		env, errb := serveEnv(nil)
 		code := Run(context.Background(), env, append([]string{"serve"}, c.args...))
 		if code != ExitUsage || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("serve %v: exit %d, stderr %q; want %d and %q", c.args, code, errb.String(), ExitUsage, c.want)
+		}
+	}
+}
+
+func TestServeProcs(t *testing.T) {
+	n := runtime.GOMAXPROCS(0)
+	for _, c := range []struct {
+		vars  map[string]string
+		procs int
+		want  int
+	}{
+		{nil, 3, 3},
+		{map[string]string{"GOMAXPROCS": "7"}, 3, 3},
+		{map[string]string{"GOMAXPROCS": "7"}, 0, n}, // the runtime read it
+		{nil, 0, max(1, n/2)},
+	} {
+		env, _ := serveEnv(c.vars)
+		if got := serveProcs(env, c.procs); got != c.want {
+			t.Errorf("env %v, --procs %d: %d; want %d", c.vars, c.procs, got, c.want)
 		}
 	}
 }
