@@ -25,10 +25,14 @@ func (c *h1conn) setReadDeadlineLocked(t time.Time) {
 // d from now: deadlines are re-armed only when less than d/2 or more than
 // d is left, which saves a timer update on most requests.
 func renew(dl time.Time, d time.Duration) (time.Time, bool) {
+	return renewAt(dl, d, time.Now())
+}
+
+// renewAt is renew for a clock reading the caller has at hand.
+func renewAt(dl time.Time, d time.Duration, now time.Time) (time.Time, bool) {
 	if d <= 0 {
 		return time.Time{}, !dl.IsZero()
 	}
-	now := time.Now()
 	if left := dl.Sub(now); !dl.IsZero() && left >= d/2 && left <= d {
 		return dl, false
 	}
@@ -57,13 +61,14 @@ func (c *h1conn) writeRaw(s string) {
 // writeLocked writes one answer with one write(2). Callers hold c.wmu.
 func (c *h1conn) writeLocked(status int, body []byte, committed bool, extra string, closeAfter bool) error {
 	b := c.out[:0]
+	now := time.Now() // one clock reading for the Date and the deadline
 	if committed {
 		b = appendChunk(b, body)
 		b = append(b, "0\r\n\r\n"...)
 	} else {
 		b = appendStatus(b, status)
 		b = append(b, "Content-Type: application/json\r\nDate: "...)
-		b = append(b, httpDate()[0]...)
+		b = append(b, httpDateAt(now)[0]...)
 		b = append(b, "\r\nContent-Length: "...)
 		b = append(b, contentLength(len(body))[0]...)
 		b = append(b, "\r\n"...)
@@ -77,14 +82,16 @@ func (c *h1conn) writeLocked(status int, body []byte, committed bool, extra stri
 	if cap(b) <= 8192 {
 		c.out = b
 	}
-	c.armWrite()
+	c.armWriteAt(now)
 	_, err := c.nc.Write(b)
 	return err
 }
 
 // armWrite renews the write deadline if needed. Callers hold c.wmu.
-func (c *h1conn) armWrite() {
-	if t, ok := renew(c.wdl, c.to.write); ok {
+func (c *h1conn) armWrite() { c.armWriteAt(time.Now()) }
+
+func (c *h1conn) armWriteAt(now time.Time) {
+	if t, ok := renewAt(c.wdl, c.to.write, now); ok {
 		c.wdl = t
 		_ = c.nc.SetWriteDeadline(t)
 	}

@@ -45,8 +45,10 @@ type dateCache struct {
 
 var lastDate atomic.Pointer[dateCache]
 
-func httpDate() []string {
-	now := time.Now()
+func httpDate() []string { return httpDateAt(time.Now()) }
+
+// httpDateAt is httpDate for a clock reading the caller has at hand.
+func httpDateAt(now time.Time) []string {
 	sec := now.Unix()
 	if d := lastDate.Load(); d != nil && d.sec == sec {
 		return d.val
