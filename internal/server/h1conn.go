@@ -41,14 +41,16 @@ type h1conn struct {
 	rdl   time.Time  // the read deadline set
 	apoll *asyncPoll // the async long poll in progress (ended by Close)
 
-	wmu sync.Mutex // serializes writes (a long poll and its heartbeats)
-	out []byte
-	wdl time.Time // the write deadline set (guarded by wmu)
+	wmu  sync.Mutex // serializes writes (a long poll and its heartbeats)
+	out  []byte
+	pend []byte    // answers of pipelined requests not written yet (h1write.go)
+	wdl  time.Time // the write deadline set (guarded by wmu)
 
 	src       rawSrc // what br reads (h1raw.go)
 	headArmed bool   // the raw loop set the head deadline of the request in progress
 	bodyArmed bool   // … and its body's read deadline
 	idleSet   bool   // the raw loop set idle (conn goroutine only)
+	more      bool   // the request being served is followed by buffered bytes (raw loop)
 
 	rep   h1reply     // the answer of the request in progress (reused)
 	poll  *h1poll     // the long poll in progress, or nil (conn goroutine only)
@@ -284,12 +286,12 @@ func (c *h1conn) hot(rt *route, who caller, authed bool, b []byte, rerr error, c
 	if !authed {
 		e := c.s.errorBody(rt.label, errUnauthorized, caller{})
 		c.wmu.Lock()
-		err := c.writeLocked(e.status, e.b, false, `WWW-Authenticate: Bearer realm="sema"`+"\r\n", closeAfter)
+		err := c.writeLocked(e.status, e.b, false, `WWW-Authenticate: Bearer realm="sema"`+"\r\n", closeAfter, false)
 		c.wmu.Unlock()
 		c.s.m.request(rt.label, e.code)
 		return err == nil && !closeAfter
 	}
-	c.rep = h1reply{c: c, close: closeAfter || c.s.closed.Load()}
+	c.rep = h1reply{c: c, close: closeAfter || c.s.closed.Load(), batch: c.more && rt.label != routeAcquire}
 	answered := rt.hot(c.s, &c.rep, b, rerr, who)
 	if c.poll != nil {
 		return true // the poll answers; watch decides

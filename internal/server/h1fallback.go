@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sema-dev/sema/internal/wire"
 )
@@ -158,7 +159,5 @@ func (c *h1conn) writeBuffered(fw *bufferedWriter, head, closeAfter bool) error 
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.armWrite()
-	_, err := c.nc.Write(b)
-	return err
+	return c.writeOut(b, time.Now())
 }

@@ -109,6 +109,7 @@ func (c *h1conn) serveRaw() bool {
 			c.src.raw, c.src.fd, c.src.drained = true, int(fd), false
 			st = c.rawLoop()
 			c.src.raw = false
+			c.flushPend() // before any wait
 			return st != stepWait
 		})
 		c.src.raw = false
@@ -238,7 +239,9 @@ func (c *h1conn) rawRequest() (step, bool) {
 	b := append((*bp)[:0], p[h.headBytes:need]...)
 	*bp = b
 	_, _ = c.br.Discard(need)
+	c.more = c.br.Buffered() > 0
 	open := c.hot(h.rt, who, authed, b, nil, h.close)
+	c.more = false
 	putBodyBuf(bp)
 	if !open {
 		return stepClose, false

@@ -162,3 +162,43 @@ func sendPairs(t *testing.T, c *rawConn, reqs []string) {
 		}
 	}
 }
+
+// TestRawLoopPipelinedAnswersInOrder: answers held while more pipelined
+// requests are buffered (releases, errors) go out in order, and are
+// written before the connection waits: here for a long poll pipelined
+// behind them, which waits until another connection frees its name. An
+// answer held past that point would hang the reads below (until the poll's
+// first heartbeat, which is set beyond their deadline).
+func TestRawLoopPipelinedAnswersInOrder(t *testing.T) {
+	ts := newTS(t, nil, nil, func(c *Config) { c.Heartbeat = time.Minute })
+	c := takenOver(t, ts)
+	var reqs []string
+	for i := range 20 {
+		name := fmt.Sprintf("h1raw/order%d", i)
+		ts.mustAcquire("", wire.AcquireRequest{Name: name, ID: fmt.Sprintf("o%d", i)})
+		id := fmt.Sprintf("o%d", i)
+		if i%3 == 2 {
+			id = "nobody" // answered 404 not_held, in its place
+		}
+		reqs = append(reqs, rawPost(wire.PathRelease, "", `{"name":"`+name+`","id":"`+id+`"}`))
+	}
+	held := ts.mustAcquire("", wire.AcquireRequest{Name: "h1raw/order-wait", ID: "holder"})
+	reqs = append(reqs, rawPost(wire.PathAcquire, "", `{"name":"h1raw/order-wait","id":"waiter","wait_ms":10000}`))
+	c.send(reqs...)
+	for i := range 20 {
+		resp, body := c.read("POST")
+		if want := 200; i%3 == 2 {
+			if resp.StatusCode != 404 || !strings.Contains(body, wire.CodeNotHeld) {
+				t.Fatalf("answer %d: %d %q; want 404 %s", i, resp.StatusCode, body, wire.CodeNotHeld)
+			}
+		} else if resp.StatusCode != want || body != "{}\n" {
+			t.Fatalf("answer %d: %d %q; want %d {}", i, resp.StatusCode, body, want)
+		}
+	}
+	if r := ts.do("POST", wire.PathRelease, "", wire.ReleaseRequest{Name: held.Name, ID: held.ID}); r.status != 200 {
+		t.Fatalf("release of the holder: %d", r.status)
+	}
+	if resp, body := c.read("POST"); resp.StatusCode != 200 || !strings.Contains(body, `"waiter"`) {
+		t.Fatalf("long poll: %d %q", resp.StatusCode, body)
+	}
+}

@@ -9,6 +9,7 @@ import (
 type h1reply struct {
 	c     *h1conn
 	close bool            // the connection closes after this answer
+	batch bool            // more of a pipelined request is buffered: the answer may wait in c.pend
 	ctx   context.Context // a long poll's: ends when the client hangs up
 }
 
@@ -22,7 +23,7 @@ func (r h1reply) gone() context.Context {
 func (r h1reply) send(status int, body []byte, committed bool) error {
 	r.c.wmu.Lock()
 	defer r.c.wmu.Unlock()
-	return r.c.writeLocked(status, body, committed, "", r.close)
+	return r.c.writeLocked(status, body, committed, "", r.close, r.batch)
 }
 
 var (
@@ -48,9 +49,7 @@ func (r h1reply) beat(first bool) error {
 	}
 	b = append(b, spaceChunk...)
 	c.out = b
-	c.armWrite()
-	_, err := c.nc.Write(b)
-	return err
+	return c.writeOut(b, time.Now())
 }
 
 // extend changes no deadline on a taken-over connection: each write of a

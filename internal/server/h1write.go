@@ -54,12 +54,48 @@ func (c *h1conn) linger() {
 func (c *h1conn) writeRaw(s string) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.armWrite()
-	_, _ = io.WriteString(c.nc, s)
+	_ = c.writeOut([]byte(s), time.Now())
 }
 
-// writeLocked writes one answer with one write(2). Callers hold c.wmu.
-func (c *h1conn) writeLocked(status int, body []byte, committed bool, extra string, closeAfter bool) error {
+// Answers of pipelined requests.
+//
+// A client may send several requests before it reads an answer (the Go
+// client pipelines releases, backend/remote's pipe.go). An answer to one
+// of them that needs no give-back if it is not delivered (any but an
+// acquire's) is then kept in c.pend while the reader holds more of the
+// next request, and goes out with the next answer in one write(2): so a
+// burst of pipelined releases costs one write, not one each. Every write
+// sends c.pend first, and the connection's goroutine flushes it before it
+// waits for more bytes (serveRaw), so answers keep their order and none
+// is held while the client waits for it.
+
+// writeOut writes b, after the answers held in c.pend. Callers hold c.wmu.
+func (c *h1conn) writeOut(b []byte, now time.Time) error {
+	if len(c.pend) > 0 {
+		c.pend = append(c.pend, b...)
+		b = c.pend
+		c.pend = c.pend[:0]
+	}
+	c.armWriteAt(now)
+	_, err := c.nc.Write(b)
+	return err
+}
+
+// flushPend writes the answers held in c.pend, if any; a failed write
+// closes the connection (its goroutine then sees the error on its read).
+func (c *h1conn) flushPend() {
+	c.wmu.Lock()
+	if len(c.pend) > 0 {
+		if err := c.writeOut(nil, time.Now()); err != nil {
+			_ = c.nc.Close()
+		}
+	}
+	c.wmu.Unlock()
+}
+
+// writeLocked writes one answer with one write(2), or, if batch, keeps it
+// in c.pend (see writeOut). Callers hold c.wmu.
+func (c *h1conn) writeLocked(status int, body []byte, committed bool, extra string, closeAfter, batch bool) error {
 	b := c.out[:0]
 	now := time.Now() // one clock reading for the Date and the deadline
 	if committed {
@@ -82,10 +118,15 @@ func (c *h1conn) writeLocked(status int, body []byte, committed bool, extra stri
 	if cap(b) <= 8192 {
 		c.out = b
 	}
-	c.armWriteAt(now)
-	_, err := c.nc.Write(b)
-	return err
+	if batch && !closeAfter && len(c.pend)+len(b) <= maxPend {
+		c.pend = append(c.pend, b...)
+		return nil
+	}
+	return c.writeOut(b, now)
 }
+
+// maxPend bounds the answers held in c.pend.
+const maxPend = 16 << 10
 
 // armWrite renews the write deadline if needed. Callers hold c.wmu.
 func (c *h1conn) armWrite() { c.armWriteAt(time.Now()) }
