@@ -222,25 +222,7 @@ func (c *h1Conn) exchange(ctx context.Context, method, target, host string, hdr,
 			}
 		}()
 	}
-	r := append(c.req[:0], method...)
-	r = append(r, ' ')
-	r = append(r, target...)
-	r = append(r, " HTTP/1.1\r\nHost: "...)
-	r = append(r, host...)
-	r = append(r, "\r\n"...)
-	r = append(r, hdr...)
-	if key != "" {
-		r = append(r, "Idempotency-Key: "...)
-		r = append(r, key...)
-		r = append(r, "\r\n"...)
-	}
-	if body != nil {
-		r = append(r, "Content-Type: application/json\r\nContent-Length: "...)
-		r = strconv.AppendInt(r, int64(len(body)), 10)
-		r = append(r, "\r\n"...)
-	}
-	r = append(r, "\r\n"...)
-	r = append(r, body...)
+	r := appendRequest(c.req[:0], method, target, host, hdr, key, body)
 	c.req = r
 	if c.br.Buffered() == 0 && (!reused || time.Since(c.idled) < maxQuietIdle) {
 		// Written by the first read of the answer (h1raw.go).
@@ -265,6 +247,31 @@ func (c *h1Conn) exchange(ctx context.Context, method, target, host string, hdr,
 	}
 	status, res, keep, err = readResponse(c.br, out)
 	return status, res, keep, err
+}
+
+// appendRequest appends an HTTP/1.1 request to r: hdr holds the constant
+// header lines, key (if any) is sent as Idempotency-Key, body (if not nil)
+// as JSON.
+func appendRequest(r []byte, method, target, host string, hdr []byte, key string, body []byte) []byte {
+	r = append(r, method...)
+	r = append(r, ' ')
+	r = append(r, target...)
+	r = append(r, " HTTP/1.1\r\nHost: "...)
+	r = append(r, host...)
+	r = append(r, "\r\n"...)
+	r = append(r, hdr...)
+	if key != "" {
+		r = append(r, "Idempotency-Key: "...)
+		r = append(r, key...)
+		r = append(r, "\r\n"...)
+	}
+	if body != nil {
+		r = append(r, "Content-Type: application/json\r\nContent-Length: "...)
+		r = strconv.AppendInt(r, int64(len(body)), 10)
+		r = append(r, "\r\n"...)
+	}
+	r = append(r, "\r\n"...)
+	return append(r, body...)
 }
 
 // maxQuietIdle is how long a pooled connection may have been idle and

@@ -89,6 +89,9 @@ func (b *Backend) roundTrip(ctx context.Context, method string, ep *endpoint, bo
 				deadline = time.Time{}
 			}
 		}
+		if ep == b.uRelease && !deadline.IsZero() && ctx.Done() == nil && !b.closed.Load() {
+			return b.pipelined(method, ep, body, key, deadline)
+		}
 		var drain time.Duration
 		if ep == b.uAcquire {
 			drain = b.giveBackTimeout()
@@ -156,6 +159,26 @@ func (b *Backend) roundTrip(ctx context.Context, method string, ep *endpoint, bo
 		b.reached.Store(true)
 	}
 	return reply{status: resp.StatusCode, buf: buf}, nil
+}
+
+// pipelined sends a release on a pipe (pipe.go): a call that no context
+// can cancel, bounded by deadline.
+func (b *Backend) pipelined(method string, ep *endpoint, body []byte, key string, deadline time.Time) (reply, error) {
+	rb := getBuffer()
+	req := appendRequest(rb.b[:0], method, ep.target, b.h1.host, b.h1hdr, key, body)
+	buf := getBuffer()
+	status, out, err := b.pipes.do(req, deadline, buf.b[:0])
+	rb.b = req
+	putBuffer(rb)
+	buf.b = out
+	if err != nil {
+		putBuffer(buf)
+		return reply{}, err
+	}
+	if !b.reached.Load() {
+		b.reached.Store(true)
+	}
+	return reply{status: status, buf: buf}, nil
 }
 
 var errTooLarge = errors.New("answer larger than 256 MiB")

@@ -26,6 +26,7 @@ type Backend struct {
 
 	h1    *h1Pool // the lean HTTP/1.1 client for plain http; nil otherwise
 	h1hdr []byte  // constant request header lines for h1
+	pipes *pipes  // pipelined releases (pipe.go), with h1
 
 	reached  atomic.Bool // the server has answered at least once
 	closed   atomic.Bool
@@ -76,6 +77,7 @@ func New(cfg Config) (*Backend, error) {
 	if b.owned != nil && base.Scheme == "http" {
 		if p, err := b.owned.Proxy(&http.Request{URL: base}); err == nil && p == nil {
 			b.h1 = newH1Pool(hostPort(base), base.Host, cfg.DialTimeout, cfg.MaxIdleConns)
+			b.pipes = &pipes{p: b.h1}
 			b.h1hdr = []byte("Accept: application/json\r\n")
 			if cfg.Token != "" {
 				b.h1hdr = append(b.h1hdr, "Authorization: Bearer "+cfg.Token+"\r\n"...)
@@ -185,6 +187,7 @@ func (b *Backend) Close() error {
 	}
 	if b.h1 != nil {
 		b.h1.close()
+		b.pipes.close()
 	}
 	return nil
 }
