@@ -41,11 +41,11 @@
 // which the calling goroutine writes the request and reads the answer, with
 // request bodies and the answer of a grant coded by hand. It costs about
 // half the CPU of net/http's client per call, which matters when the lock
-// server is on the same few cores. Releases that no context can cancel
-// (the core's Lease.Release; Release with a context without Done) share
-// two pipelined connections instead: concurrent releases go out in one
-// write and their answers come back in one, in order. https goes through
-// net/http (HTTP/2).
+// server is on the same few cores. A release that no context can cancel
+// (the core's Lease.Release; Release with a context without Done) and that
+// overlaps another goes on one of two pipelined connections instead:
+// concurrent releases go out in one write and their answers come back in
+// one, in order. https goes through net/http (HTTP/2).
 //
 // # Caveats
 //

@@ -90,7 +90,14 @@ func (b *Backend) roundTrip(ctx context.Context, method string, ep *endpoint, bo
 			}
 		}
 		if ep == b.uRelease && !deadline.IsZero() && ctx.Done() == nil && !b.closed.Load() {
-			return b.pipelined(method, ep, body, key, deadline)
+			// Only a release that overlaps another goes on a pipe: a lone
+			// one costs less on a connection of its own (its caller reads
+			// the answer; no reader goroutine to wake in between).
+			n := b.releasing.Add(1)
+			defer b.releasing.Add(-1)
+			if n > 1 || b.pipeAlways {
+				return b.pipelined(method, ep, body, key, deadline)
+			}
 		}
 		var drain time.Duration
 		if ep == b.uAcquire {

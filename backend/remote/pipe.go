@@ -14,8 +14,9 @@ import (
 // Pipelined releases.
 //
 // A release never waits on the server (no queue, and its answer does not
-// wait for an fsync), so the backend sends releases over a few pipelined
-// connections instead of one pooled connection per call: a caller appends
+// wait for an fsync), so the backend sends releases that overlap another
+// (roundTrip) over a few pipelined connections instead of one pooled
+// connection per call: a caller appends
 // its request to a pipe's buffer, and whichever caller finds the pipe not
 // writing writes everything buffered in one write(2); one goroutine per
 // pipe reads the answers, in order, and hands each to its caller. Under

@@ -13,14 +13,26 @@ import (
 	"github.com/sema-dev/sema/backend/remote"
 )
 
-// TestPipelinedReleases: concurrent releases share the backend's few
+// TestPipelinedReleases: releases that overlap share the backend's few
 // pipelined connections, and each caller gets its own answer: releases of
 // held leases succeed, releases by a wrong ID fail with ErrNotHeld, in
-// any interleaving.
+// any interleaving. (A lone release takes a pooled connection.)
 func TestPipelinedReleases(t *testing.T) {
 	srv := startServer(t)
 	b := newBackend(t, srv)
 	ctx := context.Background()
+	for i := range 5 { // one at a time: no pipe
+		req := sema.Request{Name: "pipe/lone", ID: fmt.Sprintf("l%d", i), Limit: 1, Weight: 1, TTL: time.Minute}
+		if _, err := b.TryAcquire(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := remote.PipesDialed(b); got != 0 {
+		t.Fatalf("lone releases dialed %d pipes", got)
+	}
 	const n = 64
 	for round := range 20 {
 		ids := make([]string, n)
@@ -75,6 +87,7 @@ func TestPipelinedReleases(t *testing.T) {
 func TestPipeStalledServer(t *testing.T) {
 	srv := startServer(t)
 	b := newBackend(t, srv)
+	remote.PipeAlways(b)
 	ctx := context.Background()
 	req := sema.Request{Name: "pipe/stall", ID: "s1", Limit: 1, Weight: 1, TTL: time.Minute}
 	if _, err := b.TryAcquire(ctx, req); err != nil {
@@ -112,6 +125,7 @@ func TestPipeStalledServer(t *testing.T) {
 func TestPipeServerRestart(t *testing.T) {
 	srv := startServer(t)
 	b := newBackend(t, srv)
+	remote.PipeAlways(b)
 	ctx := context.Background()
 	for i := range 3 {
 		// A name per round: a release answered just before a kill -9 is

@@ -28,6 +28,9 @@ type Backend struct {
 	h1hdr []byte  // constant request header lines for h1
 	pipes *pipes  // pipelined releases (pipe.go), with h1
 
+	releasing  atomic.Int32 // releases in flight (roundTrip)
+	pipeAlways bool         // every release goes on a pipe (tests)
+
 	reached  atomic.Bool // the server has answered at least once
 	closed   atomic.Bool
 	closeCtx context.Context // cancelled by Close: ends long polls
