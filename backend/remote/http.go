@@ -105,15 +105,7 @@ func (b *Backend) roundTrip(ctx context.Context, method string, ep *endpoint, bo
 		}
 		buf := getBuffer()
 		status, out, err := b.h1.do(ctx, method, ep.target, b.h1hdr, body, key, deadline, drain, drain > 0 && !bounded, buf.b[:0])
-		buf.b = out
-		if err != nil {
-			putBuffer(buf)
-			return reply{}, err
-		}
-		if !b.reached.Load() {
-			b.reached.Store(true)
-		}
-		return reply{status: status, buf: buf}, nil
+		return b.h1Reply(status, buf, out, err)
 	}
 	if bounded {
 		var cancel context.CancelFunc
@@ -177,6 +169,12 @@ func (b *Backend) pipelined(method string, ep *endpoint, body []byte, key string
 	status, out, err := b.pipes.do(req, deadline, buf.b[:0])
 	rb.b = req
 	putBuffer(rb)
+	return b.h1Reply(status, buf, out, err)
+}
+
+// h1Reply ends a call of the h1 client: the answer's body out, read into
+// buf's bytes, or err.
+func (b *Backend) h1Reply(status int, buf *buffer, out []byte, err error) (reply, error) {
 	buf.b = out
 	if err != nil {
 		putBuffer(buf)
