@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -16,21 +17,22 @@ import (
 // A release never waits on the server (no queue, and its answer does not
 // wait for an fsync), so the backend sends releases that overlap another
 // (roundTrip) over a few pipelined connections instead of one pooled
-// connection per call: a caller appends
-// its request to a pipe's buffer, and whichever caller finds the pipe not
-// writing writes everything buffered in one write(2); one goroutine per
-// pipe reads the answers, in order, and hands each to its caller. Under
-// concurrency a burst of releases then costs one write and one read on
-// either side, not one each: the server holds the answers of pipelined
-// requests and writes them together (internal/server/h1write.go).
+// connection per call: a caller appends its request to a pipe's buffer,
+// and whichever caller finds the pipe not writing writes everything
+// buffered in one write(2); one goroutine per pipe reads the answers, in
+// order, and hands each to its caller. Under concurrency a burst of
+// releases then costs one write and one read on either side, not one each:
+// the server holds the answers of pipelined requests and writes them
+// together (internal/server/h1write.go).
 //
 // Each call has a deadline; a pipe's deadline is the earliest of its
 // calls'. If it passes with that call unanswered, the pipe is broken and
 // every call in it fails (the core retries a release that failed for a
 // transient reason, with the same lease ID, until its own deadline). Calls
-// that were sent but got no byte of an answer before the server closed the
-// connection (an idle pipe, a server closing) are sent again on a new
-// pipe, at most twice, as on a stale pooled connection.
+// that were sent but got no byte of an answer before the server closed or
+// reset the connection (an idle pipe, a server closing or restarting) are
+// sent again on a new pipe, at most twice, as on a stale pooled
+// connection; after any other failure (a malformed answer) they fail.
 
 // nPipes is the number of pipes of a backend; calls take them in turn.
 const nPipes = 2
@@ -259,14 +261,15 @@ func (pc *pipeConn) fail(err error) {
 }
 
 // failLocked breaks the pipe: it closes the connection and ends the calls
-// waiting for an answer. Those that got no byte of one are to be sent
-// again (errRetry), unless the pipe's deadline passed.
+// waiting for an answer (none of which got a byte of one). They are to be
+// sent again (errRetry) if the server closed or reset the connection.
 func (pc *pipeConn) failLocked(err error) {
 	if pc.err == nil {
 		pc.err = err
 		_ = pc.nc.Close()
 	}
-	retry := !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed)
+	retry := errors.Is(err, io.EOF) || errors.Is(err, errPipeClosed) ||
+		(isReset(err) && !errors.Is(err, net.ErrClosed))
 	for i := pc.head; i < len(pc.calls); i++ {
 		c := pc.calls[i]
 		pc.calls[i] = nil

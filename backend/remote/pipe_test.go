@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -97,6 +99,7 @@ func TestPipeStalledServer(t *testing.T) {
 		t.Fatalf("first release: %v", err) // the pipe is open
 	}
 	srv.signal(syscall.SIGSTOP)
+	waitStopped(t, srv.pid()) // kill(2) returns before the process stops
 	start := time.Now()
 	err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(300*time.Millisecond))
 	srv.signal(syscall.SIGCONT)
@@ -144,4 +147,18 @@ func TestPipeServerRestart(t *testing.T) {
 	if got := remote.PipesDialed(b); got < 3 {
 		t.Fatalf("pipes dialed %d connections; want one per server life", got)
 	}
+}
+
+// waitStopped waits until process pid is stopped (state T in /proc).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	waitFor(t, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		return i > 0 && i+2 < len(b) && b[i+2] == 'T'
+	})
 }
