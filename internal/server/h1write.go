@@ -128,9 +128,8 @@ func (c *h1conn) writeLocked(status int, body []byte, committed bool, extra stri
 // maxPend bounds the answers held in c.pend.
 const maxPend = 16 << 10
 
-// armWrite renews the write deadline if needed. Callers hold c.wmu.
-func (c *h1conn) armWrite() { c.armWriteAt(time.Now()) }
-
+// armWriteAt renews the write deadline if needed, now being the time.
+// Callers hold c.wmu.
 func (c *h1conn) armWriteAt(now time.Time) {
 	if t, ok := renewAt(c.wdl, c.to.write, now); ok {
 		c.wdl = t
