@@ -111,11 +111,7 @@ func (ps *pipes) close() {
 		s := &ps.slots[i]
 		s.mu.Lock()
 		if pc := s.pc; pc != nil {
-			pc.mu.Lock()
-			if pc.head == len(pc.calls) && !pc.writing {
-				pc.failLocked(net.ErrClosed)
-			}
-			pc.mu.Unlock()
+			pc.closeIfIdle()
 		}
 		s.mu.Unlock()
 	}
@@ -222,14 +218,8 @@ func (pc *pipeConn) readLoop() {
 			pc.fail(errPipeClosed)
 			return
 		}
-		if pc.ps.closed.Load() {
-			pc.mu.Lock()
-			if pc.head == len(pc.calls) && !pc.writing {
-				pc.failLocked(net.ErrClosed)
-				pc.mu.Unlock()
-				return
-			}
-			pc.mu.Unlock()
+		if pc.ps.closed.Load() && pc.closeIfIdle() {
+			return
 		}
 	}
 }
@@ -252,6 +242,18 @@ func (pc *pipeConn) rearm() bool {
 	pc.dl = dl
 	_ = pc.nc.SetDeadline(dl)
 	return true
+}
+
+// closeIfIdle closes the pipe (the backend closed) if no call is in it,
+// and reports whether it did.
+func (pc *pipeConn) closeIfIdle() bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	idle := pc.head == len(pc.calls) && !pc.writing
+	if idle {
+		pc.failLocked(net.ErrClosed)
+	}
+	return idle
 }
 
 func (pc *pipeConn) fail(err error) {

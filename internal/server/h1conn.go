@@ -51,6 +51,7 @@ type h1conn struct {
 	bodyArmed bool   // … and its body's read deadline
 	idleSet   bool   // the raw loop set idle (conn goroutine only)
 	more      bool   // the request being served is followed by buffered bytes (raw loop)
+	deferred  bool   // an answer of this wake may wait in pend: flush before waiting
 
 	rep   h1reply     // the answer of the request in progress (reused)
 	poll  *h1poll     // the long poll in progress, or nil (conn goroutine only)

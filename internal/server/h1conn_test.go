@@ -157,12 +157,7 @@ func TestTakenOverConnection(t *testing.T) {
 func TestTakenOverLongPoll(t *testing.T) {
 	ts := newTS(t, nil, nil, fastHeartbeat)
 	c := dialRaw(t, ts)
-	c.send(rawPost(wire.PathAcquire, "", `{"name":"h1/lp"}`))
-	_, body := c.read("POST")
-	held := leaseIn(t, body)
-
-	c.send(rawPost(wire.PathAcquire, "", `{"name":"h1/lp","id":"w1","wait_ms":20000}`))
-	eventually(t, "waiter queued", func() bool { return len(ts.describe("", "h1/lp").Waiters) == 1 })
+	held := queueWaiter(t, ts, c, "h1/lp")
 	time.Sleep(100 * time.Millisecond) // heartbeats
 	ts.do("POST", wire.PathRelease, "", wire.ReleaseRequest{Name: "h1/lp", ID: held.ID})
 	resp, body := c.read("POST")
@@ -211,4 +206,16 @@ func TestShutdownClosesTakenOver(t *testing.T) {
 	if _, err := idle.br.ReadByte(); err != io.EOF {
 		t.Fatalf("idle connection after shutdown: %v", err)
 	}
+}
+
+// queueWaiter takes name on c, then queues a long poll for it (id "w1") on
+// c behind that lease, and returns the lease.
+func queueWaiter(t *testing.T, ts *tserver, c *rawConn, name string) *wire.Lease {
+	t.Helper()
+	c.send(rawPost(wire.PathAcquire, "", `{"name":"`+name+`"}`))
+	_, body := c.read("POST")
+	held := leaseIn(t, body)
+	c.send(rawPost(wire.PathAcquire, "", `{"name":"`+name+`","id":"w1","wait_ms":20000}`))
+	eventually(t, "waiter queued", func() bool { return len(ts.describe("", name).Waiters) == 1 })
+	return held
 }

@@ -109,7 +109,10 @@ func (c *h1conn) serveRaw() bool {
 			c.src.raw, c.src.fd, c.src.drained = true, int(fd), false
 			st = c.rawLoop()
 			c.src.raw = false
-			c.flushPend() // before any wait
+			if c.deferred { // before any wait
+				c.deferred = false
+				c.flushPend()
+			}
 			return st != stepWait
 		})
 		c.src.raw = false
@@ -240,6 +243,7 @@ func (c *h1conn) rawRequest() (step, bool) {
 	*bp = b
 	_, _ = c.br.Discard(need)
 	c.more = c.br.Buffered() > 0
+	c.deferred = c.deferred || c.more
 	open := c.hot(h.rt, who, authed, b, nil, h.close)
 	c.more = false
 	putBodyBuf(bp)

@@ -31,11 +31,7 @@ func TestLongPollOutlivesIdleTimeout(t *testing.T) {
 	ts := &tserver{t: t, url: hs.URL, srv: srv, st: st, hs: hs}
 
 	c := dialRaw(t, ts)
-	c.send(rawPost(wire.PathAcquire, "", `{"name":"h1/idle"}`))
-	_, body := c.read("POST")
-	held := leaseIn(t, body)
-	c.send(rawPost(wire.PathAcquire, "", `{"name":"h1/idle","id":"w1","wait_ms":20000}`))
-	eventually(t, "waiter queued", func() bool { return len(ts.describe("", "h1/idle").Waiters) == 1 })
+	held := queueWaiter(t, ts, c, "h1/idle")
 	time.Sleep(500 * time.Millisecond) // five idle timeouts
 	if st := ts.describe("", "h1/idle"); len(st.Waiters) != 1 {
 		t.Fatalf("the waiter left the queue during its long poll: %+v", st)
