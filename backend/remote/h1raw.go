@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"github.com/sema-dev/sema/internal/rawio"
 )
 
 // sendReader is what a connection's bufio.Reader reads from. It can send a
@@ -93,10 +95,7 @@ func (r *sendReader) Read(p []byte) (int, error) {
 func (r *sendReader) rawStep(fd uintptr) bool {
 	if r.sent < len(r.req) {
 		for r.sent < len(r.req) {
-			w, err := syscall.Write(int(fd), r.req[r.sent:])
-			if err == syscall.EINTR {
-				continue
-			}
+			w, err := rawio.Write(int(fd), r.req[r.sent:])
 			if w > 0 {
 				r.sent += w
 			}
@@ -113,17 +112,12 @@ func (r *sendReader) rawStep(fd uintptr) bool {
 		}
 		return false // wait for the answer, with no read that finds nothing
 	}
-	for {
-		n, err := syscall.Read(int(fd), r.p)
-		switch err {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
-		}
-		r.n, r.rerr = n, err
-		return true
+	n, err := rawio.Read(int(fd), r.p)
+	if err == syscall.EAGAIN {
+		return false
 	}
+	r.n, r.rerr = n, err
+	return true
 }
 
 // opError wraps a raw syscall error as net.Conn would.

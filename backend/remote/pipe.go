@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sema-dev/sema/internal/rawio"
 )
 
 // Pipelined releases.
@@ -53,6 +55,7 @@ type pipeSlot struct {
 type pipeConn struct {
 	ps *pipes
 	nc net.Conn
+	rw io.ReadWriter // nc, or raw reads and writes of its socket (rawio)
 	br *bufio.Reader
 
 	mu      sync.Mutex
@@ -140,7 +143,11 @@ func (s *pipeSlot) get(ps *pipes, deadline time.Time) (*pipeConn, error) {
 		return nil, err
 	}
 	ps.dialed.Add(1)
-	pc := &pipeConn{ps: ps, nc: nc, br: bufio.NewReaderSize(nc, 4096)}
+	pc := &pipeConn{ps: ps, nc: nc, rw: nc}
+	if rw, ok := rawio.New(nc); ok {
+		pc.rw = rw
+	}
+	pc.br = bufio.NewReaderSize(pc.rw, 4096)
 	s.pc = pc
 	go pc.readLoop()
 	return pc, nil
@@ -171,7 +178,7 @@ func (pc *pipeConn) send(call *pipeCall, req []byte) {
 		b := pc.wbuf
 		pc.wbuf = pc.spare[:0]
 		pc.mu.Unlock()
-		_, err := pc.nc.Write(b)
+		_, err := pc.rw.Write(b)
 		pc.mu.Lock()
 		pc.spare = b[:0]
 		if err != nil {

@@ -7,8 +7,10 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/sema-dev/sema/internal/rawio"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -33,6 +35,8 @@ import (
 type h1conn struct {
 	s  *Server
 	nc net.Conn
+	rc syscall.RawConn // nc's, if it has one: raw reads (h1raw.go)
+	w  io.Writer       // writes nc: with raw write(2)s if it can (h1write.go)
 	br *bufio.Reader
 	to timeouts
 
@@ -108,7 +112,10 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	c := &h1conn{s: s, nc: nc, to: timeoutsOf(hs)}
+	c := &h1conn{s: s, nc: nc, w: nc, to: timeoutsOf(hs)}
+	if rw, ok := rawio.New(nc); ok {
+		c.rc, c.w = rw.RawConn(), rw
+	}
 	// Read the socket itself from now on, not through net/http's reader:
 	// what that one holds is read first.
 	c.src.nc = nc

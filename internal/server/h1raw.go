@@ -7,6 +7,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/sema-dev/sema/internal/rawio"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -58,22 +59,18 @@ func (s *rawSrc) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	for {
-		n, err := syscall.Read(s.fd, p)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err == syscall.EAGAIN:
-			s.drained = true
-			return 0, errWouldBlock
-		case err != nil:
-			return 0, err
-		case n == 0:
-			return 0, io.EOF
-		}
-		s.drained = n < len(p)
-		return n, nil
+	n, err := rawio.Read(s.fd, p)
+	switch {
+	case err == syscall.EAGAIN:
+		s.drained = true
+		return 0, errWouldBlock
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, io.EOF
 	}
+	s.drained = n < len(p)
+	return n, nil
 }
 
 // canWait reports whether the raw loop, which needs more bytes than it
@@ -95,12 +92,8 @@ const (
 // serveRaw serves the connection until it closes. It reports false if the
 // connection cannot be read raw (the caller then serves it with next).
 func (c *h1conn) serveRaw() bool {
-	sc, ok := c.nc.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := c.rc
+	if rc == nil {
 		return false
 	}
 	for {

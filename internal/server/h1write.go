@@ -77,7 +77,7 @@ func (c *h1conn) writeOut(b []byte, now time.Time) error {
 		c.pend = c.pend[:0]
 	}
 	c.armWriteAt(now)
-	_, err := c.nc.Write(b)
+	_, err := c.w.Write(b)
 	return err
 }
 
