@@ -45,7 +45,8 @@
 // (the core's Lease.Release; Release with a context without Done) and that
 // overlaps another goes on one of two pipelined connections instead:
 // concurrent releases go out in one write and their answers come back in
-// one, in order. https goes through net/http (HTTP/2).
+// one, in order. On Linux the sockets are read and written with raw
+// system calls (internal/rawio). https goes through net/http (HTTP/2).
 //
 // # Caveats
 //

@@ -13,8 +13,9 @@
 //
 // Only ever use it on file descriptors in nonblocking mode (the ones a
 // syscall.RawConn of a net.Conn passes to its callbacks). Under the race
-// detector the calls go through syscall.Read and syscall.Write, which tell
-// the detector about the memory the kernel reads and writes.
+// detector, and on systems other than Linux, the calls go through
+// syscall.Read and syscall.Write (which tell the detector about the memory
+// the kernel reads and writes).
 package rawio
 
 import (

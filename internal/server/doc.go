@@ -17,7 +17,8 @@
 // a plain-HTTP/1.1 keep-alive connection, the server hijacks the
 // connection and serves its next requests itself (h1conn.go): its own
 // parser for the plain head our clients send (fuzzed against net/http's),
-// one write(2) per answer, the http.Server's timeouts, and net/http's
+// one write(2) per answer (raw system calls the scheduler does not hear
+// about: internal/rawio says why), the http.Server's timeouts, and net/http's
 // http.ReadRequest plus the same handlers for everything else. TLS stays
 // with net/http. Shutdown waits for these connections; http.Server's own
 // Shutdown does not know them.
