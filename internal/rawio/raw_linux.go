@@ -7,22 +7,15 @@ import (
 	"unsafe"
 )
 
-func read(fd int, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
+func read(fd int, p []byte) (int, error)  { return rawRW(syscall.SYS_READ, fd, p) }
+func write(fd int, p []byte) (int, error) { return rawRW(syscall.SYS_WRITE, fd, p) }
 
-func write(fd int, p []byte) (int, error) {
+// rawRW is read(2) or write(2) (trap) of p, as a raw system call.
+func rawRW(trap uintptr, fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	n, _, e := syscall.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {
 		return 0, e
 	}

@@ -26,25 +26,18 @@ import (
 )
 
 // Read is read(2) of a nonblocking fd; it retries on EINTR.
-func Read(fd int, p []byte) (int, error) {
-	for {
-		n, err := read(fd, p)
-		if err == syscall.EINTR {
-			continue
-		}
-		return n, err
-	}
-}
+func Read(fd int, p []byte) (int, error) { return retry(read, fd, p) }
 
 // Write is one write(2) to a nonblocking fd; it retries on EINTR. It may
 // write less than p (a full socket buffer: then err is EAGAIN or n < len(p)).
-func Write(fd int, p []byte) (int, error) {
+func Write(fd int, p []byte) (int, error) { return retry(write, fd, p) }
+
+func retry(call func(int, []byte) (int, error), fd int, p []byte) (int, error) {
 	for {
-		n, err := write(fd, p)
-		if err == syscall.EINTR {
-			continue
+		n, err := call(fd, p)
+		if err != syscall.EINTR {
+			return n, err
 		}
-		return n, err
 	}
 }
 
@@ -112,7 +105,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 				werr = os.NewSyscallError("write", err)
 				return true
 			case n <= 0:
-				werr = io.ErrUnexpectedEOF
+				werr = io.ErrShortWrite
 				return true
 			}
 		}
