@@ -3,7 +3,6 @@ package remote
 import (
 	"io"
 	"net"
-	"os"
 	"syscall"
 
 	"github.com/sema-dev/sema/internal/rawio"
@@ -26,7 +25,7 @@ import (
 // and waits again, as net.Conn does.
 type sendReader struct {
 	nc  net.Conn
-	rc  syscall.RawConn // nil: no raw access (plain net.Conn reads)
+	raw *rawio.Conn // nil: no raw access (plain net.Conn reads)
 	req []byte          // to write before the next read, or nil
 
 	// The raw exchange in progress (step, made once: no closure per call).
@@ -40,11 +39,7 @@ type sendReader struct {
 
 func newSendReader(nc net.Conn) *sendReader {
 	r := &sendReader{nc: nc}
-	if sc, ok := nc.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			r.rc = rc
-		}
-	}
+	r.raw, _ = rawio.New(nc)
 	r.step = r.rawStep
 	return r
 }
@@ -62,7 +57,7 @@ func (r *sendReader) Read(p []byte) (int, error) {
 	if req == nil {
 		return r.nc.Read(p)
 	}
-	if r.rc == nil {
+	if r.raw == nil {
 		r.req = nil
 		if _, err := r.nc.Write(req); err != nil {
 			return 0, &errSend{err}
@@ -70,11 +65,11 @@ func (r *sendReader) Read(p []byte) (int, error) {
 		return r.nc.Read(p)
 	}
 	r.p, r.n, r.sent, r.rerr, r.werr, r.fallback = p, 0, 0, nil, nil, false
-	err := r.rc.Read(r.step)
+	err := r.raw.RawConn().Read(r.step)
 	r.req, r.p = nil, nil
 	switch {
 	case r.werr != nil:
-		return 0, &errSend{r.opError("write", r.werr)}
+		return 0, &errSend{r.raw.SyscallError("write", r.werr)}
 	case err != nil: // the deadline, or the connection closed
 		return 0, err
 	case r.fallback:
@@ -83,7 +78,7 @@ func (r *sendReader) Read(p []byte) (int, error) {
 		}
 		return r.nc.Read(p)
 	case r.rerr != nil:
-		return 0, r.opError("read", r.rerr)
+		return 0, r.raw.SyscallError("read", r.rerr)
 	case r.n <= 0:
 		return 0, io.EOF
 	}
@@ -118,9 +113,4 @@ func (r *sendReader) rawStep(fd uintptr) bool {
 	}
 	r.n, r.rerr = n, err
 	return true
-}
-
-// opError wraps a raw syscall error as net.Conn would.
-func (r *sendReader) opError(op string, err error) error {
-	return &net.OpError{Op: op, Net: "tcp", Source: r.nc.LocalAddr(), Addr: r.nc.RemoteAddr(), Err: os.NewSyscallError(op, err)}
 }

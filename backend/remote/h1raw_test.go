@@ -58,7 +58,7 @@ func TestSendReader(t *testing.T) {
 			_, _ = sc.Write([]byte("answer\n"))
 		}()
 		sr := newSendReader(cc)
-		if sr.rc == nil {
+		if sr.raw == nil {
 			t.Fatal("no raw access to a TCP connection")
 		}
 		sr.req = req

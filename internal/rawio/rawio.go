@@ -81,7 +81,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	case err != nil:
 		return 0, c.opError("read", err)
 	case rerr != nil:
-		return 0, c.opError("read", os.NewSyscallError("read", rerr))
+		return 0, c.SyscallError("read", rerr)
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -118,6 +118,12 @@ func (c *Conn) Write(b []byte) (int, error) {
 		return total - len(b), c.opError("write", err)
 	}
 	return total, nil
+}
+
+// SyscallError wraps errno, the error of a raw op ("read" or "write") on
+// c's socket, as net.Conn would.
+func (c *Conn) SyscallError(op string, errno error) error {
+	return c.opError(op, os.NewSyscallError(op, errno))
 }
 
 // opError wraps err as net.Conn would (RawConn's own errors are
