@@ -26,7 +26,7 @@ import (
 type sendReader struct {
 	nc  net.Conn
 	raw *rawio.Conn // nil: no raw access (plain net.Conn reads)
-	req []byte          // to write before the next read, or nil
+	req []byte      // to write before the next read, or nil
 
 	// The raw exchange in progress (step, made once: no closure per call).
 	step     func(fd uintptr) bool
