@@ -60,7 +60,7 @@ var errMustWait = errors.New("store: must wait")
 // acquireMode acquires in mode. With notify (modeWait only), a request
 // that must wait is queued and returned as a *Wait at once (async.go).
 func (s *Store) acquireMode(ctx context.Context, req sema.Request, who Caller, mode int, notify func(*Wait)) (sema.Grant, *Wait, error) {
-	g, err := s.acquireWait(ctx, req, who, mode, notify)
+	g, err := s.acquireWait(ctx, req, who, mode, notify, false)
 	if qw, ok := err.(queuedError); ok {
 		return sema.Grant{}, qw.w, nil
 	}
@@ -72,7 +72,7 @@ type queuedError struct{ w *Wait }
 
 func (queuedError) Error() string { return "store: queued" }
 
-func (s *Store) acquireWait(ctx context.Context, req sema.Request, who Caller, mode int, notify func(*Wait)) (sema.Grant, error) {
+func (s *Store) acquireWait(ctx context.Context, req sema.Request, who Caller, mode int, notify func(*Wait), deferred bool) (sema.Grant, error) {
 	wait := mode == modeWait
 	if err := req.Validate(); err != nil {
 		return sema.Grant{}, err
@@ -99,6 +99,9 @@ func (s *Store) acquireWait(ctx context.Context, req sema.Request, who Caller, m
 			s.unlock()
 			return sema.Grant{}, fmt.Errorf("store: acquire %q: %w", req.Name, ErrForbidden)
 		}
+		if deferred {
+			return sema.Grant{}, s.deferGrant(ctx, l, notify, false)
+		}
 		g, seq := s.grantOf(l), l.seq
 		s.unlock()
 		if err := s.wal.wait(ctx, seq); err != nil {
@@ -108,6 +111,9 @@ func (s *Store) acquireWait(ctx context.Context, req sema.Request, who Caller, m
 	}
 	if e.waiters.len == 0 && e.used+req.Weight <= e.limit && !s.fenced(e, now) {
 		l, _ := s.grantLocked(e, &req, who.Principal, now, false)
+		if deferred {
+			return sema.Grant{}, s.deferGrant(ctx, l, notify, true)
+		}
 		g, seq := s.grantOf(l), l.seq
 		s.unlock()
 		return s.deliver(ctx, l, g, seq)

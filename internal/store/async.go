@@ -31,6 +31,55 @@ func (s *Store) AcquireAsync(ctx context.Context, req sema.Request, who Caller, 
 	return s.acquireMode(ctx, req, who, modeWait, notify)
 }
 
+// AcquireDeferred is AcquireAsync for a caller that must never block,
+// such as a server's connection goroutine serving many calls: a request
+// granted at once, or repeating the ID of a live lease, is reported
+// through notify as well, once its grant is on disk, on the goroutine that
+// made it so (the log's committer: notify must not block); Early is then
+// true. With wait false, a request that would have to wait fails at once
+// (a *sema.HeldError) instead of being queued. A nil Wait comes with the
+// error that refused req; notify is then never called.
+func (s *Store) AcquireDeferred(ctx context.Context, req sema.Request, who Caller, wait bool, notify func(*Wait)) (*Wait, error) {
+	mode := modeTry
+	if wait {
+		mode = modeWait
+	}
+	_, err := s.acquireWait(ctx, req, who, mode, notify, true)
+	if qw, ok := err.(queuedError); ok {
+		return qw.w, nil
+	}
+	return nil, err
+}
+
+// deferGrant reports lease l, granted now (fresh) or repeated, through
+// notify once its record is on disk; a fresh grant the log fails to make
+// durable is given back. Callers hold s.mu, which it unlocks.
+func (s *Store) deferGrant(ctx context.Context, l *lease, notify func(*Wait), fresh bool) error {
+	w := &waiter{lease: l, early: true, ready: closedChan, notify: notify}
+	w.async = &Wait{s: s, w: w, e: l.e}
+	seq := l.seq
+	s.unlock()
+	s.wal.whenDurable(seq, func(err error) {
+		if err != nil {
+			if fresh {
+				s.mu.Lock()
+				s.giveBackLocked(l)
+				s.unlock()
+			}
+			w.err = s.waitError(ctx, err)
+		}
+		notify(w.async)
+	})
+	return queuedError{w.async}
+}
+
+// Immediate reports whether the request was granted (or refused) without
+// waiting in the queue: its notify reports when the grant is on disk.
+func (wt *Wait) Immediate() bool { return wt.w.ready == closedChan }
+
+// closedChan is the ready channel of a waiter that never waited.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // queueNotify records that w's notify must run. Callers hold s.mu.
 func (s *Store) queueNotify(w *waiter) {
 	if w.notify != nil {

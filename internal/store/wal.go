@@ -51,8 +51,9 @@ type batch struct {
 	last   uint64        // sequence number of its last record
 	done   chan struct{} // closed once written (err says how)
 	err    error
-	data   []byte   // a sealed batch's frames
-	rotate *os.File // after this batch, append to this file instead
+	data   []byte        // a sealed batch's frames
+	rotate *os.File      // after this batch, append to this file instead
+	then   []func(error) // whenDurable's, run by the committer once written
 }
 
 func newBatch(last uint64) *batch { return &batch{last: last, done: make(chan struct{})} }
@@ -147,16 +148,30 @@ func (w *wal) wait(ctx context.Context, seq uint64) error {
 		return nil
 	}
 	w.mu.Lock()
-	if w.durable.Load() >= seq {
-		w.mu.Unlock()
-		return nil
-	}
-	if w.failed != nil {
-		err := w.failed
-		w.mu.Unlock()
+	b, err := w.batchOf(seq)
+	w.mu.Unlock()
+	if b == nil {
 		return err
 	}
-	// Batches complete in order: wait for the first that holds seq.
+	select {
+	case <-b.done:
+		return b.err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// batchOf returns the batch that makes record seq durable, and makes the
+// committer write it soon; or nil and the log's error (nil if seq is on
+// disk already). Callers hold w.mu.
+func (w *wal) batchOf(seq uint64) (*batch, error) {
+	if w.durable.Load() >= seq {
+		return nil, nil
+	}
+	if w.failed != nil {
+		return nil, w.failed
+	}
+	// Batches complete in order: the first that holds seq.
 	b := w.cur
 	if w.inflight != nil && seq <= w.inflight.last {
 		b = w.inflight
@@ -166,12 +181,25 @@ func (w *wal) wait(ctx context.Context, seq uint64) error {
 		w.urgent = true
 		w.signal()
 	}
+	return b, nil
+}
+
+// whenDurable calls fn once record seq is on disk (with nil) or the log
+// failed (with its error): at once if that is known, else on the
+// committer's goroutine after the batch is written. fn must not block.
+func (w *wal) whenDurable(seq uint64, fn func(error)) {
+	if w.durable.Load() >= seq {
+		fn(nil)
+		return
+	}
+	w.mu.Lock()
+	b, err := w.batchOf(seq)
+	if b != nil {
+		b.then = append(b.then, fn)
+	}
 	w.mu.Unlock()
-	select {
-	case <-b.done:
-		return b.err
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	if b == nil {
+		fn(err)
 	}
 }
 
@@ -284,7 +312,13 @@ func (w *wal) commitOne() {
 	if cap(data) <= 1<<20 && w.spare == nil {
 		w.spare = data[:0]
 	}
+	// No whenDurable adds to b from here on: it sees durable or failed.
+	then := b.then
+	b.then = nil
 	w.mu.Unlock()
 	b.err = err
 	close(b.done)
+	for _, fn := range then {
+		fn(err)
+	}
 }
