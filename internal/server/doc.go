@@ -23,6 +23,16 @@
 // with net/http. Shutdown waits for these connections; http.Server's own
 // Shutdown does not know them.
 //
+// sema-mux/1 (GET /v1/mux with Upgrade, internal/wire/mux.go) carries a
+// client's acquires, renewals and releases on one connection, tagged and
+// answered in any order (mux.go): one goroutine per connection serves the
+// frames of each read and writes their answers, with the grants its
+// releases hand to polls of the same connection, in one write; polls and
+// even immediate grants wait for the store without blocking it
+// (store.AcquireDeferred), and answers from other goroutines are written
+// without blocking them (a flusher goroutine takes what the socket does
+// not). The Go client uses it for http:// URLs.
+//
 // # Long-poll
 //
 // An acquire with wait_ms > 0 waits in the backend's FIFO queue (the

@@ -131,44 +131,59 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
 	go c.serve()
 }
 
+// A liveConn is a connection the server serves itself (taken over, or
+// upgraded to sema-mux): Close must end its waits (shutdown, called with
+// connMu held), Shutdown may have to close it (kill).
+type liveConn interface {
+	shutdown()
+	kill()
+}
+
 // track adds c to the live connections, unless the server is closing.
-func (s *Server) track(c *h1conn) bool {
+func (s *Server) track(c liveConn) bool {
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
 	if s.closed.Load() {
 		return false
 	}
 	if s.conns == nil {
-		s.conns = make(map[*h1conn]struct{})
+		s.conns = make(map[liveConn]struct{})
 	}
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
 	return true
 }
 
-func (s *Server) untrack(c *h1conn) {
+func (s *Server) untrack(c liveConn) {
 	s.connMu.Lock()
 	delete(s.conns, c)
 	s.connMu.Unlock()
 	s.connWG.Done()
 }
 
-// closeIdle wakes the connections that wait for a request, which then
-// close, and ends their async long polls (the server is closing).
+// closeIdle tells every live connection that the server is closing.
 func (s *Server) closeIdle() {
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
 	for c := range s.conns {
-		c.mu.Lock()
-		if c.idle {
-			c.setReadDeadlineLocked(aLongTimeAgo)
-		}
-		if a := c.apoll; a != nil {
-			go a.end(errShuttingDown)
-		}
-		c.mu.Unlock()
+		c.shutdown()
 	}
 }
+
+// shutdown wakes the connection if it waits for a request (it then
+// closes) and ends its async long poll.
+func (c *h1conn) shutdown() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idle {
+		c.setReadDeadlineLocked(aLongTimeAgo)
+	}
+	if a := c.apoll; a != nil {
+		go a.end(errShuttingDown)
+	}
+}
+
+func (c *h1conn) kill() { c.nc.Close() }
 
 var aLongTimeAgo = time.Unix(1, 0)
 

@@ -59,8 +59,8 @@ func (c *h1conn) writeRaw(s string) {
 
 // Answers of pipelined requests.
 //
-// A client may send several requests before it reads an answer (the Go
-// client pipelines releases, backend/remote's pipe.go). An answer to one
+// A client may send several requests before it reads an answer (HTTP/1.1
+// pipelining). An answer to one
 // of them that needs no give-back if it is not delivered (any but an
 // acquire's) is then kept in c.pend while the reader holds more of the
 // next request, and goes out with the next answer in one write(2): so a

@@ -20,11 +20,12 @@ const (
 	routeForceRelease = "force_release"
 	routeGuarantees   = "guarantees"
 	routeHealth       = "healthz"
+	routeMux          = "mux"
 	routeOther        = "other"
 )
 
 var allRoutes = []string{routeAcquire, routeRenew, routeRelease, routeDescribe, routeList,
-	routeForceRelease, routeGuarantees, routeHealth, routeOther}
+	routeForceRelease, routeGuarantees, routeHealth, routeMux, routeOther}
 
 // metrics are the server's Prometheus metrics. No metric has a per-name
 // label: a server may see millions of names, and a label per name would

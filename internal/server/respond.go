@@ -145,7 +145,12 @@ func (s *Server) deliver(rep replier, route string, g sema.Grant, ttl time.Durat
 	l := leaseOf(g, ttl)
 	bp := s.bufs.Get().(*[]byte)
 	b := appendLeaseEnvelope((*bp)[:0], &l)
-	err := rep.send(http.StatusOK, b, committed)
+	var err error
+	if gs, ok := rep.(grantSender); ok && acquire {
+		err = gs.sendGrant(http.StatusOK, b, &g)
+	} else {
+		err = rep.send(http.StatusOK, b, committed)
+	}
 	if cap(b) <= 4096 {
 		*bp = b
 		s.bufs.Put(bp)
@@ -164,6 +169,13 @@ func (s *Server) deliver(rep replier, route string, g sema.Grant, ttl time.Durat
 		s.m.wait.Observe(g.Waited.Seconds())
 	}
 	return true
+}
+
+// A grantSender is a replier that may write an answer after send returned
+// (sema-mux batches answers): sendGrant is send for an answer carrying g,
+// which it gives back itself if that write fails.
+type grantSender interface {
+	sendGrant(status int, body []byte, g *sema.Grant) error
 }
 
 // giveBack releases a grant nobody received, on its own bounded context.

@@ -36,7 +36,7 @@ type Server struct {
 	bufs    sync.Pool
 
 	connMu sync.Mutex
-	conns  map[*h1conn]struct{} // taken-over connections (h1conn.go)
+	conns  map[liveConn]struct{} // taken-over and sema-mux connections (h1conn.go, mux.go)
 	connWG sync.WaitGroup
 }
 
@@ -58,6 +58,7 @@ func routeTable() []*route {
 		{http.MethodGet, wire.PathLocks, routeList, RoleAdmin, (*Server).handleList, nil},
 		{http.MethodPost, wire.PathForceRelease, routeForceRelease, RoleAdmin, (*Server).handleForceRelease, nil},
 		{http.MethodGet, wire.PathGuarantees, routeGuarantees, RoleClient, (*Server).handleGuarantees, nil},
+		{http.MethodGet, wire.PathMux, routeMux, RoleClient, (*Server).handleMux, nil},
 		{http.MethodGet, wire.PathHealth, routeHealth, 0, (*Server).handleHealth, nil},
 		{http.MethodGet, wire.PathMetrics, routeOther, 0, (*Server).handleMetrics, nil},
 	}
@@ -135,7 +136,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.connMu.Lock()
 	for c := range s.conns {
-		c.nc.Close()
+		c.kill()
 	}
 	s.connMu.Unlock()
 	return context.Cause(ctx)
