@@ -92,7 +92,9 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 			g.Waited = min(g.Waited, time.Since(sent))
 			return g, nil
 		case stopped():
-			return sema.Grant{}, b.abandoned(ctx, &req, true)
+			// A poll the server answered as cancelled (sema-mux) was
+			// dequeued: there is nothing to give back.
+			return sema.Grant{}, b.abandoned(ctx, &req, !errors.Is(err, errMuxCancelled))
 		case errors.Is(err, sema.ErrNotAcquired):
 			// The server's cap ended the poll: poll again. An early answer
 			// (a server with a tiny cap) is paced.

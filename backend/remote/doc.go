@@ -29,23 +29,28 @@
 // Acquire retries transient failures (an unreachable or restarting server)
 // for up to Config.RetryTimeout.
 //
-// A cancelled acquire leaks nothing: with plain http the client half-closes
-// the connection, which ends the request on the server, and still reads the
-// server's last answer; a grant made in that instant is released at once.
-// Over https (or a caller's http.Client) it releases the lease ID instead.
+// A cancelled acquire leaks nothing: with plain http the client cancels the
+// poll on the server (a cancel frame; over HTTP/1.1 it half-closes the
+// connection) and still reads the server's last answer; a grant made in
+// that instant is released at once. Over https (or a caller's http.Client)
+// it releases the lease ID instead.
 //
 // # Transport
 //
 // For http:// URLs (without a proxy, without Config.HTTPClient) the backend
-// uses its own small HTTP/1.1 client: a pool of keep-alive connections on
-// which the calling goroutine writes the request and reads the answer, with
-// request bodies and the answer of a grant coded by hand. It costs about
-// half the CPU of net/http's client per call, which matters when the lock
-// server is on the same few cores. A release that no context can cancel
-// (the core's Lease.Release; Release with a context without Done) and that
-// overlaps another goes on one of two pipelined connections instead:
-// concurrent releases go out in one write and their answers come back in
-// one, in order. On Linux the sockets are read and written with raw
+// carries acquires, renewals and releases on one connection upgraded to
+// sema-mux/1 (internal/wire/mux.go): every call in flight, waiting
+// acquires included, shares it; calls are tagged and answered in any
+// order, and the calls and answers that meet in time go out in one write
+// each way. So a process with many goroutines taking locks costs the
+// server one connection, and a hand-over of a hot lock about one write and
+// one read on either side (mux.go says how). Everything else (describe,
+// list, force-release, guarantees), and every call to a server that
+// refuses the upgrade, goes through the backend's own small HTTP/1.1
+// client: a pool of keep-alive connections on which the calling goroutine
+// writes the request and reads the answer, with request bodies and the
+// answer of a grant coded by hand (about half the CPU of net/http's
+// client per call). On Linux the sockets are read and written with raw
 // system calls (internal/rawio). https goes through net/http (HTTP/2).
 //
 // # Caveats
@@ -61,8 +66,12 @@
 //     TTL (the server cannot tell). Plain http does not have this window.
 //   - A long poll that outlives the server's cap (or Config.MaxWait) is
 //     sent again and queues behind the waiters that came meanwhile.
-//   - Each waiting Acquire holds one HTTP/1.1 connection (one stream with
-//     https and HTTP/2) for as long as it waits.
+//   - Over http://, a cancelled waiting Acquire is dequeued by a cancel
+//     frame; its last answer (the cancellation, or a grant made in that
+//     instant, which is given back) is awaited for up to two seconds.
+//   - Over https, each waiting Acquire holds one HTTP/2 stream for as long
+//     as it waits (one HTTP/1.1 connection if the server refused the
+//     sema-mux upgrade).
 //   - A server answer "closed" (shutting down) is reported as
 //     sema.ErrUnavailable, not sema.ErrClosed: the server's leases outlive
 //     its restart. sema.ErrClosed means this Backend was closed.

@@ -3,10 +3,8 @@ package remote
 // GiveBack exposes giveBack to the external tests.
 func GiveBack(b *Backend, name, id string) { b.giveBack(name, id) }
 
-// PipesDialed reports how many connections the backend's pipes (pipe.go)
-// have dialed.
-func PipesDialed(b *Backend) int64 { return b.pipes.dialed.Load() }
+// MuxDialed reports how many sema-mux connections b has opened.
+func MuxDialed(b *Backend) int64 { return b.mux.dialed.Load() }
 
-// PipeAlways sends every release of b on a pipe, overlapping another or
-// not.
-func PipeAlways(b *Backend) { b.pipeAlways = true }
+// NoMux makes b speak HTTP/1.1 only.
+func NoMux(b *Backend) { b.noMux = true }

@@ -89,19 +89,17 @@ func (b *Backend) roundTrip(ctx context.Context, method string, ep *endpoint, bo
 				deadline = time.Time{}
 			}
 		}
-		if ep == b.uRelease && !deadline.IsZero() && ctx.Done() == nil && !b.closed.Load() {
-			// Only a release that overlaps another goes on a pipe: a lone
-			// one costs less on a connection of its own (its caller reads
-			// the answer; no reader goroutine to wake in between).
-			n := b.releasing.Add(1)
-			defer b.releasing.Add(-1)
-			if n > 1 || b.pipeAlways {
-				return b.pipelined(method, ep, body, key, deadline)
-			}
-		}
 		var drain time.Duration
 		if ep == b.uAcquire {
 			drain = b.giveBackTimeout()
+		}
+		if op := b.muxOp(ep); op != 0 && !b.noMux {
+			buf := getBuffer()
+			status, out, err, ok := b.mux.do(ctx, op, body, deadline, drain > 0 && !bounded, drain, buf.b[:0])
+			if ok {
+				return b.h1Reply(status, buf, out, err)
+			}
+			putBuffer(buf)
 		}
 		buf := getBuffer()
 		status, out, err := b.h1.do(ctx, method, ep.target, b.h1hdr, body, key, deadline, drain, drain > 0 && !bounded, buf.b[:0])
@@ -160,16 +158,17 @@ func (b *Backend) roundTrip(ctx context.Context, method string, ep *endpoint, bo
 	return reply{status: resp.StatusCode, buf: buf}, nil
 }
 
-// pipelined sends a release on a pipe (pipe.go): a call that no context
-// can cancel, bounded by deadline.
-func (b *Backend) pipelined(method string, ep *endpoint, body []byte, key string, deadline time.Time) (reply, error) {
-	rb := getBuffer()
-	req := appendRequest(rb.b[:0], method, ep.target, b.h1.host, b.h1hdr, key, body)
-	buf := getBuffer()
-	status, out, err := b.pipes.do(req, deadline, buf.b[:0])
-	rb.b = req
-	putBuffer(rb)
-	return b.h1Reply(status, buf, out, err)
+// muxOp is the sema-mux op of a call to ep, or 0 (not a hot call).
+func (b *Backend) muxOp(ep *endpoint) byte {
+	switch ep {
+	case b.uAcquire:
+		return wire.MuxAcquire
+	case b.uRenew:
+		return wire.MuxRenew
+	case b.uRelease:
+		return wire.MuxRelease
+	}
+	return 0
 }
 
 // h1Reply ends a call of the h1 client: the answer's body out, read into

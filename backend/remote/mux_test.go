@@ -4,43 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/remote"
+	"github.com/sema-dev/sema/backendtest"
+	semaserver "github.com/sema-dev/sema/internal/server"
+	"github.com/sema-dev/sema/internal/store"
+	"github.com/sema-dev/sema/internal/wire"
 )
 
-// TestPipelinedReleases: releases that overlap share the backend's few
-// pipelined connections, and each caller gets its own answer: releases of
-// held leases succeed, releases by a wrong ID fail with ErrNotHeld, in
-// any interleaving. (A lone release takes a pooled connection.)
-func TestPipelinedReleases(t *testing.T) {
+// TestMuxConcurrentCalls: concurrent acquires and releases share one
+// sema-mux connection and each caller gets its own answer: releases of
+// held leases succeed, releases by a wrong ID fail with ErrNotHeld, in any
+// interleaving; waiting acquires on one name are handed over in turn.
+func TestMuxConcurrentCalls(t *testing.T) {
 	srv := startServer(t)
 	b := newBackend(t, srv)
 	ctx := context.Background()
-	for i := range 5 { // one at a time: no pipe
-		req := sema.Request{Name: "pipe/lone", ID: fmt.Sprintf("l%d", i), Limit: 1, Weight: 1, TTL: time.Minute}
-		if _, err := b.TryAcquire(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(10*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := remote.PipesDialed(b); got != 0 {
-		t.Fatalf("lone releases dialed %d pipes", got)
-	}
 	const n = 64
 	for round := range 20 {
 		ids := make([]string, n)
 		for i := range n {
 			ids[i] = fmt.Sprintf("r%d-%d", round, i)
-			req := sema.Request{Name: fmt.Sprintf("pipe/%d", i), ID: ids[i], Limit: 1, Weight: 1, TTL: time.Minute}
+			req := sema.Request{Name: fmt.Sprintf("mux/%d", i), ID: ids[i], Limit: 1, Weight: 1, TTL: time.Minute}
 			if _, err := b.TryAcquire(ctx, req); err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +50,7 @@ func TestPipelinedReleases(t *testing.T) {
 				if i%5 == 4 {
 					id = "not-" + id
 				}
-				errs[i] = b.ReleaseBy(ctx, fmt.Sprintf("pipe/%d", i), id, time.Now().Add(10*time.Second))
+				errs[i] = b.ReleaseBy(ctx, fmt.Sprintf("mux/%d", i), id, time.Now().Add(10*time.Second))
 			})
 		}
 		close(start)
@@ -65,7 +60,7 @@ func TestPipelinedReleases(t *testing.T) {
 				if !errors.Is(err, sema.ErrNotHeld) {
 					t.Fatalf("round %d: release %d by a wrong id: %v", round, i, err)
 				}
-				if err := b.Release(ctx, fmt.Sprintf("pipe/%d", i), ids[i]); err != nil {
+				if err := b.Release(ctx, fmt.Sprintf("mux/%d", i), ids[i]); err != nil {
 					t.Fatal(err)
 				}
 			} else if err != nil {
@@ -73,30 +68,91 @@ func TestPipelinedReleases(t *testing.T) {
 			}
 		}
 	}
-	if got := remote.PipesDialed(b); got < 1 || got > 2 {
-		t.Fatalf("pipes dialed %d connections; want 1 or 2", got)
+	// Waiters on one name, each holding it in turn.
+	var holders, most atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			for j := range 10 {
+				req := sema.Request{Name: "mux/hot", ID: fmt.Sprintf("h%d-%d", i, j), Limit: 1, Weight: 1, TTL: time.Minute}
+				if _, err := b.Acquire(ctx, req); err != nil {
+					t.Error(err)
+					return
+				}
+				h := holders.Add(1)
+				if h > most.Load() {
+					most.Store(h)
+				}
+				holders.Add(-1)
+				if err := b.Release(ctx, req.Name, req.ID); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Fatalf("%d holders at once", most.Load())
+	}
+	if got := remote.MuxDialed(b); got != 1 {
+		t.Fatalf("sema-mux connections dialed: %d; want 1", got)
 	}
 	for i := range n {
-		if st, err := b.Describe(ctx, fmt.Sprintf("pipe/%d", i)); err != nil || len(st.Holders) != 0 {
-			t.Fatalf("pipe/%d: %+v, %v", i, st, err)
+		if st, err := b.Describe(ctx, fmt.Sprintf("mux/%d", i)); err != nil || len(st.Holders) != 0 {
+			t.Fatalf("mux/%d: %+v, %v", i, st, err)
 		}
 	}
 }
 
-// TestPipeStalledServer: a pipelined release to a frozen server fails at
-// its deadline instead of hanging, and the next one, once the server
-// runs again, goes out on a new connection.
-func TestPipeStalledServer(t *testing.T) {
+// TestMuxCancelledAcquire: a waiting acquire whose context ends returns
+// at once and leaves no waiter or holder behind; the connection serves on.
+func TestMuxCancelledAcquire(t *testing.T) {
 	srv := startServer(t)
 	b := newBackend(t, srv)
-	remote.PipeAlways(b)
 	ctx := context.Background()
-	req := sema.Request{Name: "pipe/stall", ID: "s1", Limit: 1, Weight: 1, TTL: time.Minute}
+	req := sema.Request{Name: "mux/cancel", ID: "holder", Limit: 1, Weight: 1, TTL: time.Minute}
 	if _, err := b.TryAcquire(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ReleaseBy(ctx, "pipe/other", "x", time.Now().Add(5*time.Second)); !errors.Is(err, sema.ErrNotHeld) {
-		t.Fatalf("first release: %v", err) // the pipe is open
+	for i := range 20 {
+		// Cancelled, not timed out: the poll's wait_ms is the client's
+		// cap, so only the cancellation can dequeue it soon.
+		wctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(time.Duration(i)*time.Millisecond, cancel)
+		w := sema.Request{Name: req.Name, ID: fmt.Sprintf("w%d", i), Limit: 1, Weight: 1, TTL: time.Minute}
+		start := time.Now()
+		_, err := b.Acquire(wctx, w)
+		cancel()
+		if !errors.Is(err, sema.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled acquire: %v", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("cancelled acquire returned after %v", d)
+		}
+	}
+	waitFor(t, func() bool {
+		st, err := b.Describe(ctx, req.Name)
+		return err == nil && len(st.Waiters) == 0 && len(st.Holders) == 1
+	})
+	if err := b.Release(ctx, req.Name, req.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := remote.MuxDialed(b); got != 1 {
+		t.Fatalf("sema-mux connections dialed: %d; want 1", got)
+	}
+}
+
+// TestMuxStalledServer: a call with a deadline to a frozen server fails at
+// its deadline instead of hanging; once the server runs again the
+// connection serves on.
+func TestMuxStalledServer(t *testing.T) {
+	srv := startServer(t)
+	b := newBackend(t, srv)
+	ctx := context.Background()
+	req := sema.Request{Name: "mux/stall", ID: "s1", Limit: 1, Weight: 1, TTL: time.Minute}
+	if _, err := b.TryAcquire(ctx, req); err != nil {
+		t.Fatal(err)
 	}
 	srv.signal(syscall.SIGSTOP)
 	waitStopped(t, srv.pid()) // kill(2) returns before the process stops
@@ -109,32 +165,31 @@ func TestPipeStalledServer(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("release hung for %v", d)
 	}
-	// The frozen server may have read that release before the pipe broke:
-	// the lease is held or released; a second release settles it.
+	// The frozen server reads that release once it runs: the lease is
+	// released, or a second release does it.
 	if err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(5*time.Second)); err != nil && !errors.Is(err, sema.ErrNotHeld) {
 		t.Fatalf("release after the server resumed: %v", err)
-	}
-	if got := remote.PipesDialed(b); got < 2 {
-		t.Fatalf("pipes dialed %d connections; want a new one after the stall", got)
 	}
 	if st, err := b.Describe(ctx, req.Name); err != nil || len(st.Holders) != 0 {
 		t.Fatalf("after release: %+v, %v", st, err)
 	}
+	if got := remote.MuxDialed(b); got != 1 {
+		t.Fatalf("sema-mux connections dialed: %d; want 1", got)
+	}
 }
 
-// TestPipeServerRestart: after the server dies (kill -9) and comes back,
-// releases go out on a new pipe (the old one's EOF is noticed, or the
-// release is sent again on a new one: it got no answer byte).
-func TestPipeServerRestart(t *testing.T) {
+// TestMuxServerRestart: after the server dies (kill -9) and comes back,
+// calls go out on a new connection (a call that got no answer from the
+// dead one is sent again); a waiting acquire survives the restart.
+func TestMuxServerRestart(t *testing.T) {
 	srv := startServer(t)
 	b := newBackend(t, srv)
-	remote.PipeAlways(b)
 	ctx := context.Background()
 	for i := range 3 {
 		// A name per round: a release answered just before a kill -9 is
 		// not durable (the lease may be held again after the restart,
 		// until its TTL; never granted twice).
-		req := sema.Request{Name: fmt.Sprintf("pipe/restart%d", i), ID: "k", Limit: 1, Weight: 1, TTL: time.Minute}
+		req := sema.Request{Name: fmt.Sprintf("mux/restart%d", i), ID: "k", Limit: 1, Weight: 1, TTL: time.Minute}
 		if _, err := b.TryAcquire(ctx, req); err != nil {
 			t.Fatal(err)
 		}
@@ -144,9 +199,30 @@ func TestPipeServerRestart(t *testing.T) {
 		srv.kill9()
 		srv.restart()
 	}
-	if got := remote.PipesDialed(b); got < 3 {
-		t.Fatalf("pipes dialed %d connections; want one per server life", got)
+	if _, err := b.TryAcquire(ctx, sema.Request{Name: "mux/after", ID: "a", Limit: 1, Weight: 1, TTL: time.Minute}); err != nil {
+		t.Fatal(err)
 	}
+	if got := remote.MuxDialed(b); got < 3 {
+		t.Fatalf("sema-mux connections dialed: %d; want one per server life", got)
+	}
+}
+
+// TestHTTP11Only: the conformance suite's hot calls also work over plain
+// HTTP/1.1 (a server or proxy that refuses the upgrade).
+func TestHTTP11Only(t *testing.T) {
+	srv := startServer(t)
+	open := func(t *testing.T) sema.Backend {
+		b, err := remote.New(remote.Config{URL: srv.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		remote.NoMux(b)
+		return b
+	}
+	backendtest.Run(t, backendtest.Config{
+		New:  open,
+		Peer: func(t *testing.T, _ sema.Backend) sema.Backend { return open(t) },
+	})
 }
 
 // waitStopped waits until process pid is stopped (state T in /proc).
@@ -161,4 +237,48 @@ func waitStopped(t *testing.T, pid int) {
 		i := strings.LastIndexByte(string(b), ')')
 		return i > 0 && i+2 < len(b) && b[i+2] == 'T'
 	})
+}
+
+// TestMuxRefused: a server that refuses the upgrade (here a handler that
+// answers 404 on /v1/mux, as a proxy might) is spoken to in HTTP/1.1.
+func TestMuxRefused(t *testing.T) {
+	st, err := store.Open(store.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := semaserver.New(semaserver.Config{Backend: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upgrades atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == wire.PathMux {
+			upgrades.Add(1)
+			http.NotFound(w, r)
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.Close(); hs.Close(); st.Close() })
+	b, err := remote.New(remote.Config{URL: hs.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	for i := range 5 {
+		req := sema.Request{Name: "refused", ID: fmt.Sprintf("id%d", i), Limit: 1, Weight: 1, TTL: time.Minute}
+		if _, err := b.Acquire(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(ctx, req.Name, req.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := upgrades.Load(); n != 1 {
+		t.Fatalf("upgrade asked %d times; want once (then HTTP/1.1 for a while)", n)
+	}
+	if got := remote.MuxDialed(b); got != 0 {
+		t.Fatalf("sema-mux connections: %d", got)
+	}
 }

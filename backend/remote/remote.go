@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,12 +25,11 @@ type Backend struct {
 
 	uAcquire, uRenew, uRelease, uForce, uList, uGuarantees *endpoint
 
-	h1    *h1Pool // the lean HTTP/1.1 client for plain http; nil otherwise
-	h1hdr []byte  // constant request header lines for h1
-	pipes *pipes  // pipelined releases (pipe.go), with h1
+	h1    *h1Pool       // the lean HTTP/1.1 client for plain http; nil otherwise
+	h1hdr []byte        // constant request header lines for h1
+	mux   *muxTransport // acquire, renew and release over sema-mux (mux.go), with h1
 
-	releasing  atomic.Int32 // releases in flight (roundTrip)
-	pipeAlways bool         // every release goes on a pipe (tests)
+	noMux bool // HTTP/1.1 only (tests)
 
 	reached  atomic.Bool // the server has answered at least once
 	closed   atomic.Bool
@@ -80,11 +80,12 @@ func New(cfg Config) (*Backend, error) {
 	if b.owned != nil && base.Scheme == "http" {
 		if p, err := b.owned.Proxy(&http.Request{URL: base}); err == nil && p == nil {
 			b.h1 = newH1Pool(hostPort(base), base.Host, cfg.DialTimeout, cfg.MaxIdleConns)
-			b.pipes = &pipes{p: b.h1}
 			b.h1hdr = []byte("Accept: application/json\r\n")
 			if cfg.Token != "" {
 				b.h1hdr = append(b.h1hdr, "Authorization: Bearer "+cfg.Token+"\r\n"...)
 			}
+			b.mux = &muxTransport{p: b.h1,
+				hdr: append(slices.Clip(b.h1hdr), "Connection: Upgrade\r\nUpgrade: "+wire.MuxProtocol+"\r\n"...)}
 		}
 	}
 	b.uAcquire = b.endpoint(wire.PathAcquire)
@@ -189,8 +190,8 @@ func (b *Backend) Close() error {
 		b.owned.CloseIdleConnections()
 	}
 	if b.h1 != nil {
+		b.mux.close(b.giveBackTimeout())
 		b.h1.close()
-		b.pipes.close()
 	}
 	return nil
 }

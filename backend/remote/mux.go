@@ -1,0 +1,486 @@
+package remote
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sema-dev/sema/internal/rawio"
+	"github.com/sema-dev/sema/internal/wire"
+)
+
+// The sema-mux transport (protocol: internal/wire/mux.go).
+//
+// For http:// URLs the backend carries its acquires, renewals and releases
+// on one upgraded connection: a caller appends its frame to the
+// connection's buffer, and whichever caller finds it not writing writes
+// everything buffered in one write(2); one goroutine reads the answers, in
+// whatever order they come, and hands each to its caller by tag. A process
+// whose goroutines wait for or hand over locks thus costs one connection
+// and, under load, one write and one read per batch of calls on either
+// side, where HTTP/1.1 needs a connection per call in flight and a write
+// and a read per call.
+//
+// A call with a deadline that passes unanswered is forgotten (its answer,
+// if it comes, is dropped: tags are not reused while a connection lives);
+// a long poll whose context ends is cancelled with a MuxCancel frame and
+// its answer, a grant or the cancellation, is still awaited (for the
+// give-back timeout), so a grant made in that instant is not lost. Frames
+// are served in order, so a give-back sent after a cancelled call reaches
+// the server after it. Calls that got no answer before the server closed
+// or reset the connection are sent again on a new one, at most twice, as
+// on a stale keep-alive connection (every call is idempotent). A server
+// that refuses the upgrade (not a sema server of this version, or a proxy
+// in between) is spoken to in HTTP/1.1 for a minute before it is asked
+// again. Close half-closes the connection: the server answers the waiting
+// polls as cancelled, then closes it.
+
+type muxTransport struct {
+	p   *h1Pool // dialer, address and Host
+	hdr []byte  // the upgrade's header lines (Authorization)
+
+	mu      sync.Mutex
+	conn    *muxConn      // nil before the first call, after a failure
+	dialing chan struct{} // closed when the dial in progress ends
+	off     time.Time     // refused: HTTP/1.1 until then
+	closed  bool
+	dialed  atomic.Int64 // connections upgraded (tests)
+}
+
+type muxConn struct {
+	t  *muxTransport
+	nc net.Conn
+	rw io.ReadWriter // nc, or raw reads and writes of its socket (rawio)
+	br *bufio.Reader
+
+	mu      sync.Mutex
+	wbuf    []byte // frames not written yet
+	spare   []byte
+	writing bool
+	corked  bool                // the reader hands over answers: it writes after (readLoop)
+	wdl     time.Time           // the write deadline set
+	calls   map[uint32]*muxCall // awaiting answers
+	next    uint32              // the last tag used
+	err     error               // broken: no more calls
+}
+
+type muxCall struct {
+	done   chan struct{} // receives once answered or failed
+	status int
+	out    []byte
+	err    error
+}
+
+var muxCalls = sync.Pool{New: func() any { return &muxCall{done: make(chan struct{}, 1)} }}
+
+var (
+	// errMuxOff sends a call to the HTTP/1.1 client: the server refused
+	// the upgrade, the connection is full, or the transport is closed.
+	errMuxOff = errors.New("sema-mux not in use")
+	// errMuxCancelled is the answer to a poll this client cancelled.
+	errMuxCancelled = errors.New("long poll cancelled")
+)
+
+// muxRetryOff is how long a server that refused the upgrade is spoken to
+// in HTTP/1.1 only.
+const muxRetryOff = time.Minute
+
+// do sends one call and waits for its answer's body, read into out. ok
+// false: the call was not made (errMuxOff); use HTTP/1.1.
+func (t *muxTransport) do(ctx context.Context, op byte, body []byte, deadline time.Time, poll bool, drain time.Duration, out []byte) (status int, res []byte, err error, ok bool) {
+	for attempt := 0; ; attempt++ {
+		c, err := t.get(ctx)
+		if err == errMuxOff {
+			return 0, out, nil, false
+		}
+		if err != nil {
+			return 0, out, err, true
+		}
+		call := muxCalls.Get().(*muxCall)
+		call.status, call.out, call.err = 0, out, nil
+		tag, err := c.send(call, op, body)
+		if err == errMuxOff {
+			muxCalls.Put(call)
+			return 0, out, nil, false
+		}
+		if err == nil {
+			err = c.wait(ctx, call, tag, deadline, poll, drain)
+		}
+		status, res = call.status, call.out
+		if err == nil {
+			err = call.err
+		}
+		call.out = nil
+		muxCalls.Put(call)
+		if err == nil && status == wire.MuxStatusCancelled {
+			err = errMuxCancelled
+		}
+		if errors.Is(err, errRetry) && attempt < 2 && ctx.Err() == nil {
+			out = res[:0]
+			continue
+		}
+		return status, res, err, true
+	}
+}
+
+// get returns the live connection, dialing one if there is none.
+func (t *muxTransport) get(ctx context.Context) (*muxConn, error) {
+	t.mu.Lock()
+	for {
+		switch {
+		case t.closed:
+			t.mu.Unlock()
+			return nil, errMuxOff
+		case t.conn != nil:
+			c := t.conn
+			t.mu.Unlock()
+			return c, nil
+		case time.Now().Before(t.off):
+			t.mu.Unlock()
+			return nil, errMuxOff
+		case t.dialing != nil:
+			ch := t.dialing
+			t.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+			t.mu.Lock()
+			continue
+		}
+		break
+	}
+	ch := make(chan struct{})
+	t.dialing = ch
+	t.mu.Unlock()
+	c, err := t.dial(ctx)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	close(ch)
+	t.dialing = nil
+	switch {
+	case err == errMuxOff:
+		t.off = time.Now().Add(muxRetryOff)
+	case err != nil:
+	case t.closed:
+		c.nc.Close()
+		return nil, errMuxOff
+	default:
+		t.conn = c
+		t.dialed.Add(1)
+		go c.readLoop()
+	}
+	return c, err
+}
+
+// dial opens a connection and upgrades it. errMuxOff: the server answered
+// the upgrade with anything but 101.
+func (t *muxTransport) dial(ctx context.Context) (*muxConn, error) {
+	nc, err := t.p.dialer.DialContext(ctx, "tcp", t.p.addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &muxConn{t: t, nc: nc, rw: nc, calls: make(map[uint32]*muxCall)}
+	if rc, ok := rawio.New(nc); ok {
+		c.rw = rc
+	}
+	c.br = bufio.NewReaderSize(c.rw, 16<<10)
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	} else {
+		_ = nc.SetDeadline(time.Now().Add(t.p.dialer.Timeout))
+	}
+	req := appendRequest(nil, "GET", wire.PathMux, t.p.host, t.hdr, "", nil)
+	if _, err := c.rw.Write(req); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	status, err := readUpgrade(c.br)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	if status != 101 {
+		nc.Close()
+		return nil, errMuxOff
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// readUpgrade reads the head of the answer to the upgrade, and returns
+// its status.
+func readUpgrade(br *bufio.Reader) (int, error) {
+	line, err := readLine(br)
+	if err != nil {
+		return 0, err
+	}
+	var status int
+	if _, err := fmt.Sscanf(string(line), "HTTP/1.1 %d", &status); err != nil {
+		return 0, fmt.Errorf("%w: status line %q", errMalformed, line)
+	}
+	up := false
+	for {
+		line, err := readLine(br)
+		if err != nil {
+			return 0, err
+		}
+		if len(line) == 0 {
+			break
+		}
+		k, v, _ := bytes.Cut(line, []byte(":"))
+		if bytes.EqualFold(bytes.TrimSpace(k), []byte("Upgrade")) && bytes.EqualFold(bytes.TrimSpace(v), []byte(wire.MuxProtocol)) {
+			up = true
+		}
+	}
+	if status == 101 && !up {
+		return 0, fmt.Errorf("%w: 101 without Upgrade: %s", errMalformed, wire.MuxProtocol)
+	}
+	return status, nil
+}
+
+// send registers call under a new tag and sends its frame.
+func (c *muxConn) send(call *muxCall, op byte, body []byte) (uint32, error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return 0, fmt.Errorf("%w: %w", errRetry, c.err)
+	}
+	if len(c.calls) >= wire.MuxMaxCalls {
+		c.mu.Unlock()
+		return 0, errMuxOff
+	}
+	for {
+		c.next++
+		if _, busy := c.calls[c.next]; !busy {
+			break
+		}
+	}
+	tag := c.next
+	c.calls[tag] = call
+	c.wbuf = wire.AppendMuxRequest(c.wbuf, tag, op, body)
+	c.flushLocked()
+	return tag, nil
+}
+
+// cancelPoll sends a MuxCancel frame for tag.
+func (c *muxConn) cancelPoll(tag uint32) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.wbuf = wire.AppendMuxRequest(c.wbuf, tag, wire.MuxCancel, nil)
+	c.flushLocked()
+}
+
+// flushLocked writes the buffered frames, with those other callers buffer
+// meanwhile, unless a caller is writing already (which then writes them).
+// Called with c.mu held; it unlocks it. A failed write fails the
+// connection.
+func (c *muxConn) flushLocked() {
+	if c.writing || c.corked {
+		c.mu.Unlock()
+		return
+	}
+	c.writing = true
+	for len(c.wbuf) > 0 {
+		b := c.wbuf
+		c.wbuf = c.spare[:0]
+		if t, ok := renew(c.wdl, writeTimeout); ok {
+			c.wdl = t
+			_ = c.nc.SetWriteDeadline(t)
+		}
+		c.mu.Unlock()
+		_, err := c.rw.Write(b)
+		c.mu.Lock()
+		c.spare = b[:0]
+		if err != nil {
+			c.writing = false
+			c.mu.Unlock()
+			c.fail(err)
+			return
+		}
+	}
+	c.writing = false
+	c.mu.Unlock()
+}
+
+// writeTimeout bounds a write of frames (a server that stopped reading).
+const writeTimeout = 30 * time.Second
+
+// renew returns a deadline d from now if dl must move: when less than d/2
+// or more than d is left (a timer update saved on most writes).
+func renew(dl time.Time, d time.Duration) (time.Time, bool) {
+	now := time.Now()
+	if left := dl.Sub(now); !dl.IsZero() && left >= d/2 && left <= d {
+		return dl, false
+	}
+	return now.Add(d), true
+}
+
+// wait waits for call's answer. A deadline that passes forgets the call;
+// a context that ends forgets it too, or, for a poll, cancels it and
+// waits up to drain for its last answer.
+func (c *muxConn) wait(ctx context.Context, call *muxCall, tag uint32, deadline time.Time, poll bool, drain time.Duration) error {
+	if deadline.IsZero() && ctx.Done() == nil {
+		<-call.done
+		return nil
+	}
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case <-call.done:
+		return nil
+	case <-expired:
+		return c.forget(call, tag, os.ErrDeadlineExceeded)
+	case <-ctx.Done():
+	}
+	if !poll {
+		return c.forget(call, tag, context.Cause(ctx))
+	}
+	c.cancelPoll(tag)
+	t := time.NewTimer(drain)
+	defer t.Stop()
+	select {
+	case <-call.done:
+		return nil
+	case <-t.C:
+		return c.forget(call, tag, context.Cause(ctx))
+	}
+}
+
+// forget gives up on call, unless its answer is being handed over (then
+// that is awaited).
+func (c *muxConn) forget(call *muxCall, tag uint32, err error) error {
+	c.mu.Lock()
+	mine := c.calls[tag] == call
+	if mine {
+		delete(c.calls, tag)
+	}
+	c.mu.Unlock()
+	if !mine {
+		<-call.done
+		return nil
+	}
+	return &net.OpError{Op: "read", Net: "tcp", Addr: c.nc.RemoteAddr(), Err: err}
+}
+
+// readLoop reads answers and hands each to its call, until the
+// connection fails.
+//
+// While it hands over the answers of one read, the connection is corked:
+// the callers it wakes buffer their next frames instead of writing them,
+// and once it has let them run (runtime.Gosched) it writes whatever they
+// buffered in one write. A goroutine that got a lock and one that got its
+// release answered then send their next calls (a release, an acquire)
+// together: one write and one read on either side instead of two. The
+// cork never outlasts the reader's turn, and the reader never waits for
+// the socket while corked.
+func (c *muxConn) readLoop() {
+	var h [wire.MuxAnswerHead]byte
+	corked := false
+	uncork := func() {
+		runtime.Gosched()
+		c.mu.Lock()
+		c.corked, corked = false, false
+		c.flushLocked()
+	}
+	for {
+		if corked && c.br.Buffered() < len(h) {
+			uncork()
+		}
+		if _, err := io.ReadFull(c.br, h[:]); err != nil {
+			c.fail(err)
+			return
+		}
+		tag, status, n, err := wire.ParseMuxAnswerHead(h[:])
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.mu.Lock()
+		call := c.calls[tag]
+		delete(c.calls, tag)
+		if corked && c.br.Buffered() < n {
+			c.mu.Unlock()
+			uncork()
+			c.mu.Lock()
+		}
+		if !corked {
+			c.corked, corked = true, true
+		}
+		c.mu.Unlock()
+		if call == nil { // forgotten
+			if _, err := c.br.Discard(n); err != nil {
+				c.fail(err)
+				return
+			}
+			continue
+		}
+		out, err := readN(c.br, call.out[:0], n)
+		call.out, call.status, call.err = out, status, err
+		call.done <- struct{}{}
+		if err != nil {
+			c.fail(err)
+			return
+		}
+	}
+}
+
+// fail breaks the connection and ends every call in flight: with errRetry
+// if the server closed or reset it (nothing was answered: sending again is
+// safe), else with err.
+func (c *muxConn) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	calls := c.calls
+	c.calls = map[uint32]*muxCall{}
+	c.mu.Unlock()
+	c.nc.Close()
+	t := c.t
+	t.mu.Lock()
+	if t.conn == c {
+		t.conn = nil
+	}
+	t.mu.Unlock()
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
+		err = fmt.Errorf("%w: %w", errRetry, err)
+	}
+	for _, call := range calls {
+		call.err = err
+		call.done <- struct{}{}
+	}
+}
+
+// close half-closes the connection: the server cancels its polls,
+// answers every call and closes it; a deadline bounds that.
+func (t *muxTransport) close(drain time.Duration) {
+	t.mu.Lock()
+	t.closed = true
+	c := t.conn
+	t.mu.Unlock()
+	if c == nil {
+		return
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(drain))
+	if tc, ok := c.nc.(*net.TCPConn); !ok || tc.CloseWrite() != nil {
+		c.nc.Close()
+	}
+}
