@@ -216,6 +216,7 @@ func (m *muxConn) readSome(read func([]byte) (int, error)) error {
 		return err
 	}
 	m.buf = m.buf[:len(m.buf)+n]
+	m.renewRead() // the idle timeout counts from the last bytes read
 	return m.serveFrames()
 }
 
@@ -246,9 +247,18 @@ func (m *muxConn) serveFrames() error {
 	m.wmu.Lock()
 	m.batch = false
 	m.flushLocked()
+	// A client that sends but does not read its answers is not read
+	// either once they pile up (the flusher's write deadline ends that).
+	for m.flushing && len(m.out) > muxMaxOut {
+		m.flushed.Wait()
+	}
 	m.wmu.Unlock()
 	return err
 }
+
+// muxMaxOut bounds the answers a connection's goroutine lets wait for the
+// socket before it stops reading calls.
+const muxMaxOut = 1 << 20
 
 // serveCall serves one request frame.
 func (m *muxConn) serveCall(tag uint32, op byte, body []byte) {

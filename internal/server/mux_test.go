@@ -341,3 +341,24 @@ func TestMuxManyPolls(t *testing.T) {
 		}
 	}
 }
+
+// TestMuxIdleTimeout: a connection that carries calls stays open past the
+// idle timeout, one with polls in flight too; an idle one is closed.
+func TestMuxIdleTimeout(t *testing.T) {
+	ts := timedTS(t, 300*time.Millisecond, time.Second, time.Second)
+	busy, polling, idle := mustUpgrade(t, ts, ""), mustUpgrade(t, ts, ""), mustUpgrade(t, ts, "")
+	busy.send(1, wire.MuxAcquire, `{"name":"mux/idle"}`)
+	l := leaseIn(t, busy.next().body)
+	polling.send(1, wire.MuxAcquire, `{"name":"mux/idle","wait_ms":5000}`)
+	for i := range 10 {
+		time.Sleep(100 * time.Millisecond)
+		busy.send(uint32(2+i), wire.MuxRenew, `{"name":"mux/idle","id":"`+l.ID+`","ttl_ms":5000}`)
+		wantMux(t, busy.next(), uint32(2+i), 200, "")
+	}
+	if !idle.closed() {
+		t.Fatal("idle connection still open")
+	}
+	busy.send(20, wire.MuxRelease, `{"name":"mux/idle","id":"`+l.ID+`"}`)
+	wantMux(t, busy.next(), 20, 200, "")
+	wantMux(t, polling.next(), 1, 200, "")
+}
