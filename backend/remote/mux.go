@@ -90,9 +90,23 @@ var (
 	errMuxCancelled = errors.New("long poll cancelled")
 )
 
-// muxRetryOff is how long a server that refused the upgrade is spoken to
-// in HTTP/1.1 only.
-const muxRetryOff = time.Minute
+// errRefused is a server's answer to the upgrade other than 101.
+type errRefused struct{ status int }
+
+func (e *errRefused) Error() string {
+	return fmt.Sprintf("sema-mux upgrade refused (HTTP %d)", e.status)
+}
+
+// off is how long the server is then spoken to in HTTP/1.1 only: a minute
+// if it does not know the upgrade (an older server, a proxy), a second if
+// it refused this caller or is unavailable (the HTTP/1.1 call reports why).
+func (e *errRefused) off() time.Duration {
+	switch e.status {
+	case 400, 404, 405, 426, 501:
+		return time.Minute
+	}
+	return time.Second
+}
 
 // do sends one call and waits for its answer's body, read into out. ok
 // false: the call was not made (errMuxOff); use HTTP/1.1.
@@ -168,9 +182,11 @@ func (t *muxTransport) get(ctx context.Context) (*muxConn, error) {
 	defer t.mu.Unlock()
 	close(ch)
 	t.dialing = nil
+	var refused *errRefused
 	switch {
-	case err == errMuxOff:
-		t.off = time.Now().Add(muxRetryOff)
+	case errors.As(err, &refused):
+		t.off = time.Now().Add(refused.off())
+		err = errMuxOff
 	case err != nil:
 	case t.closed:
 		c.nc.Close()
@@ -183,8 +199,8 @@ func (t *muxTransport) get(ctx context.Context) (*muxConn, error) {
 	return c, err
 }
 
-// dial opens a connection and upgrades it. errMuxOff: the server answered
-// the upgrade with anything but 101.
+// dial opens a connection and upgrades it. *errRefused: the server
+// answered the upgrade with anything but 101.
 func (t *muxTransport) dial(ctx context.Context) (*muxConn, error) {
 	nc, err := t.p.dialer.DialContext(ctx, "tcp", t.p.addr)
 	if err != nil {
@@ -212,7 +228,7 @@ func (t *muxTransport) dial(ctx context.Context) (*muxConn, error) {
 	}
 	if status != 101 {
 		nc.Close()
-		return nil, errMuxOff
+		return nil, &errRefused{status}
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return c, nil
@@ -269,7 +285,9 @@ func (c *muxConn) send(call *muxCall, op byte, body []byte) (uint32, error) {
 	tag := c.next
 	c.calls[tag] = call
 	c.wbuf = wire.AppendMuxRequest(c.wbuf, tag, op, body)
-	c.flushLocked()
+	// A release is what other processes' waiters wait for: it goes out
+	// at once, with whatever the cork holds.
+	c.flushLocked(op == wire.MuxRelease)
 	return tag, nil
 }
 
@@ -281,15 +299,15 @@ func (c *muxConn) cancelPoll(tag uint32) {
 		return
 	}
 	c.wbuf = wire.AppendMuxRequest(c.wbuf, tag, wire.MuxCancel, nil)
-	c.flushLocked()
+	c.flushLocked(false)
 }
 
 // flushLocked writes the buffered frames, with those other callers buffer
-// meanwhile, unless a caller is writing already (which then writes them).
-// Called with c.mu held; it unlocks it. A failed write fails the
-// connection.
-func (c *muxConn) flushLocked() {
-	if c.writing || c.corked {
+// meanwhile, unless a caller is writing already (which then writes them)
+// or the reader has corked the connection (unless force). Called with c.mu
+// held; it unlocks it. A failed write fails the connection.
+func (c *muxConn) flushLocked(force bool) {
+	if c.writing || c.corked && !force {
 		c.mu.Unlock()
 		return
 	}
@@ -398,7 +416,7 @@ func (c *muxConn) readLoop() {
 		runtime.Gosched()
 		c.mu.Lock()
 		c.corked, corked = false, false
-		c.flushLocked()
+		c.flushLocked(false)
 	}
 	for {
 		if corked && c.br.Buffered() < len(h) {
