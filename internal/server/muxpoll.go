@@ -84,7 +84,9 @@ func (p *muxPoll) settle() {
 	m := p.m
 	m.mu.Lock()
 	p.over = true
-	delete(m.polls, p.rep.tag)
+	if w, ok := m.polls[p.rep.tag]; ok && w == muxWaiter(p) {
+		delete(m.polls, p.rep.tag)
+	}
 	if p.timer != nil {
 		p.timer.Stop()
 	}
