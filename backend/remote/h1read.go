@@ -31,18 +31,9 @@ func readResponse(br *bufio.Reader, out []byte) (status int, body []byte, keep b
 		if err != nil {
 			return 0, out, false, err
 		}
-		// "HTTP/1.1 200 OK"
-		if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' ||
-			(len(line) > 12 && line[12] != ' ') {
-			return 0, out, false, fmt.Errorf("%w: status line %q", errMalformed, trim(line))
-		}
-		http10 := line[7] == '0'
-		status = 0
-		for _, d := range line[9:12] {
-			if d < '0' || d > '9' {
-				return 0, out, false, fmt.Errorf("%w: status line %q", errMalformed, trim(line))
-			}
-			status = status*10 + int(d-'0')
+		status, http10, err := parseStatusLine(line)
+		if err != nil {
+			return 0, out, false, err
 		}
 		for n := 0; ; n++ {
 			if n == maxHeaderLines {
@@ -99,6 +90,21 @@ func readResponse(br *bufio.Reader, out []byte) (status int, body []byte, keep b
 		}
 		return status, out, keep && err == nil, err
 	}
+}
+
+// parseStatusLine parses "HTTP/1.x NNN reason".
+func parseStatusLine(line []byte) (status int, http10 bool, err error) {
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' ||
+		(len(line) > 12 && line[12] != ' ') {
+		return 0, false, fmt.Errorf("%w: status line %q", errMalformed, trim(line))
+	}
+	for _, d := range line[9:12] {
+		if d < '0' || d > '9' {
+			return 0, false, fmt.Errorf("%w: status line %q", errMalformed, trim(line))
+		}
+		status = status*10 + int(d-'0')
+	}
+	return status, line[7] == '0', nil
 }
 
 // readLine returns one CRLF- (or LF-) terminated line without its end.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema/internal/rawio"
+	"github.com/sema-dev/sema/internal/rearm"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -241,9 +242,9 @@ func readUpgrade(br *bufio.Reader) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var status int
-	if _, err := fmt.Sscanf(string(line), "HTTP/1.1 %d", &status); err != nil {
-		return 0, fmt.Errorf("%w: status line %q", errMalformed, line)
+	status, _, err := parseStatusLine(line)
+	if err != nil {
+		return 0, err
 	}
 	up := false
 	for {
@@ -315,7 +316,7 @@ func (c *muxConn) flushLocked(force bool) {
 	for len(c.wbuf) > 0 {
 		b := c.wbuf
 		c.wbuf = c.spare[:0]
-		if t, ok := renew(c.wdl, writeTimeout); ok {
+		if t, ok := rearm.Deadline(c.wdl, writeTimeout, time.Now()); ok {
 			c.wdl = t
 			_ = c.nc.SetWriteDeadline(t)
 		}
@@ -336,16 +337,6 @@ func (c *muxConn) flushLocked(force bool) {
 
 // writeTimeout bounds a write of frames (a server that stopped reading).
 const writeTimeout = 30 * time.Second
-
-// renew returns a deadline d from now if dl must move: when less than d/2
-// or more than d is left (a timer update saved on most writes).
-func renew(dl time.Time, d time.Duration) (time.Time, bool) {
-	now := time.Now()
-	if left := dl.Sub(now); !dl.IsZero() && left >= d/2 && left <= d {
-		return dl, false
-	}
-	return now.Add(d), true
-}
 
 // wait waits for call's answer. A deadline that passes forgets the call;
 // a context that ends forgets it too, or, for a poll, cancels it and

@@ -157,8 +157,7 @@ func (a *asyncPoll) end(cause error) {
 	committed := a.stop()
 	err := cause
 	if cause == errWaitOver {
-		err = a.s.heldError(context.Background(), a.req.Name,
-			&sema.HeldError{Name: a.req.Name, Limit: a.req.Limit})
+		err = a.s.waitOverError(a.req)
 	}
 	a.finish(a.s.failTo(a.reply(), routeAcquire, err, a.who, committed))
 }

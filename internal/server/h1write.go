@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/sema-dev/sema/internal/rearm"
 )
 
 // Deadlines and writes of taken-over connections (h1conn.go).
@@ -21,22 +23,9 @@ func (c *h1conn) setReadDeadlineLocked(t time.Time) {
 	_ = c.nc.SetReadDeadline(t)
 }
 
-// renew returns whether a deadline set at *dl must be set again to allow
-// d from now: deadlines are re-armed only when less than d/2 or more than
-// d is left, which saves a timer update on most requests.
+// renew is rearm.Deadline from now.
 func renew(dl time.Time, d time.Duration) (time.Time, bool) {
-	return renewAt(dl, d, time.Now())
-}
-
-// renewAt is renew for a clock reading the caller has at hand.
-func renewAt(dl time.Time, d time.Duration, now time.Time) (time.Time, bool) {
-	if d <= 0 {
-		return time.Time{}, !dl.IsZero()
-	}
-	if left := dl.Sub(now); !dl.IsZero() && left >= d/2 && left <= d {
-		return dl, false
-	}
-	return now.Add(d), true
+	return rearm.Deadline(dl, d, time.Now())
 }
 
 // linger lets the client read an answer sent before the end of its body
@@ -131,7 +120,7 @@ const maxPend = 16 << 10
 // armWriteAt renews the write deadline if needed, now being the time.
 // Callers hold c.wmu.
 func (c *h1conn) armWriteAt(now time.Time) {
-	if t, ok := renewAt(c.wdl, c.to.write, now); ok {
+	if t, ok := rearm.Deadline(c.wdl, c.to.write, now); ok {
 		c.wdl = t
 		_ = c.nc.SetWriteDeadline(t)
 	}

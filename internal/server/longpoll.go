@@ -59,6 +59,12 @@ func (s *Server) waitGrant(rep replier, req sema.Request, wait time.Duration, wh
 	return s.failTo(rep, routeAcquire, err, who, committed)
 }
 
+// waitOverError is the answer of an async long poll whose wait ran out:
+// who holds req's name.
+func (s *Server) waitOverError(req sema.Request) error {
+	return s.heldError(context.Background(), req.Name, &sema.HeldError{Name: req.Name, Limit: req.Limit})
+}
+
 // heldError describes who holds name, for a wait that ran out.
 func (s *Server) heldError(ctx context.Context, name string, err error) error {
 	in, ok := s.b.(sema.Inspector)

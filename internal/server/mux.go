@@ -15,6 +15,7 @@ import (
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/rawio"
+	"github.com/sema-dev/sema/internal/rearm"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -400,7 +401,7 @@ func (m *muxConn) failWrite(err error) {
 // armWrite renews the write deadline if needed. Callers hold m.wmu (or
 // are the only writer).
 func (m *muxConn) armWrite(now time.Time) {
-	if t, ok := renewAt(m.wdl, m.to.write, now); ok {
+	if t, ok := rearm.Deadline(m.wdl, m.to.write, now); ok {
 		m.wdl = t
 		_ = m.nc.SetWriteDeadline(t)
 	}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"time"
 
 	"github.com/sema-dev/sema"
@@ -147,8 +146,7 @@ func (p *muxPoll) stop(cause error) {
 		s.m.request(routeAcquire, codeGone)
 		p.finish(false)
 	case errWaitOver:
-		err := s.heldError(context.Background(), p.req.Name, &sema.HeldError{Name: p.req.Name, Limit: p.req.Limit})
-		p.finish(s.failTo(&p.rep, routeAcquire, err, p.who, false))
+		p.finish(s.failTo(&p.rep, routeAcquire, s.waitOverError(p.req), p.who, false))
 	default:
 		p.finish(s.failTo(&p.rep, routeAcquire, cause, p.who, false))
 	}
