@@ -5,6 +5,10 @@
 # system service and nothing listens beyond 127.0.0.1.
 #
 # Usage:
+#   scripts/services.sh install
+#       Installs (apt-get) every server the tests start themselves
+#       (internal/testenv): redis-server and redis-cli, PostgreSQL, PgBouncer,
+#       etcd. Fails, saying what is missing, if it cannot.
 #   scripts/services.sh start [redis] [postgres]
 #       Installs what is missing (apt-get), starts the services (both when none
 #       is named), waits until each answers and prints shell assignments to
@@ -193,9 +197,21 @@ start_all() { # start_all SERVICE...; prints assignments
 	done
 }
 
+install_all() {
+	need_pkg redis-server redis-server
+	need_pkg redis-cli redis-tools
+	pg_bindir >/dev/null || need_pkg psql postgresql
+	pg_bindir >/dev/null || die "no initdb under /usr/lib/postgresql/*/bin after installing postgresql"
+	need_pkg pgbouncer pgbouncer
+	need_pkg etcd etcd-server
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
+install)
+	install_all
+	;;
 start)
 	start_all "$@"
 	;;
