@@ -15,17 +15,27 @@ import (
 
 // checker watches a semaphore while a test runs: clients report the weights
 // they believe they hold, and a goroutine polls Describe. Either view
-// exceeding the limit fails the test.
+// exceeding the limit fails the test, and so does a Describe that fails: a
+// checker that cannot see checks nothing.
 type checker struct {
-	t     *testing.T
-	limit int64
-	held  atomic.Int64
-	stop  chan struct{}
-	done  chan struct{}
+	t            *testing.T
+	limit        int64
+	held         atomic.Int64
+	anchor       *sema.Lease
+	sawHeld      chan struct{} // closed at the first answer that shows holders
+	stop, done   chan struct{}
+	seen         int  // Describe answers checked; read after done
+	observedHeld bool // sawHeld is closed
 }
 
+// startChecker starts watching name. It takes one permit itself (the
+// anchor) and keeps it until the checker has seen it in a Describe answer,
+// so every run proves that the checker looked while the name was held.
 func (e *env) startChecker(name string, limit int64) *checker {
-	ck := &checker{t: e.t, limit: limit, stop: make(chan struct{}), done: make(chan struct{})}
+	e.t.Helper()
+	ck := &checker{t: e.t, limit: limit, sawHeld: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	ck.anchor = e.mustAcquire(e.c.Semaphore(name, limit), sema.WithOwner("checker-anchor"))
+	ck.enter(1)
 	in := e.inspector()
 	go func() {
 		defer close(ck.done)
@@ -35,14 +45,12 @@ func (e *env) startChecker(name string, limit int64) *checker {
 				return
 			default:
 			}
-			if in == nil {
-				time.Sleep(time.Millisecond)
-				continue
-			}
 			st, err := in.Describe(context.Background(), name)
 			if err != nil {
-				continue // a backend may refuse while busy; the client view still counts
+				ck.t.Errorf("checker: Describe(%q): %v", name, err)
+				return
 			}
+			ck.seen++
 			var sum int64
 			for _, h := range st.Holders {
 				sum += h.Weight
@@ -50,7 +58,22 @@ func (e *env) startChecker(name string, limit int64) *checker {
 			if sum > limit || st.Used > limit {
 				ck.t.Errorf("describe shows %d (used %d) > limit %d: %+v", sum, st.Used, limit, st.Holders)
 			}
+			if sum > 0 && !ck.observedHeld {
+				ck.observedHeld = true
+				close(ck.sawHeld)
+			}
 			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	// The workers start now; the anchor goes once the checker has seen it.
+	go func() {
+		select {
+		case <-ck.sawHeld:
+			ck.leave(1)
+			if err := ck.anchor.Release(context.Background()); err != nil {
+				ck.t.Errorf("checker: release anchor: %v", err)
+			}
+		case <-ck.done: // the checker failed
 		}
 	}()
 	return ck
@@ -64,9 +87,21 @@ func (ck *checker) enter(w int64) {
 
 func (ck *checker) leave(w int64) { ck.held.Add(-w) }
 
+// finish stops the checker and fails the test if it never saw the name
+// held.
 func (ck *checker) finish() {
+	ck.t.Helper()
+	select {
+	case <-ck.sawHeld:
+	case <-ck.done:
+	case <-time.After(hang):
+	}
 	close(ck.stop)
 	<-ck.done
+	if !ck.observedHeld {
+		ck.t.Errorf("checker: %d Describe answers, none with a holder: it checked nothing", ck.seen)
+	}
+	_ = ck.anchor.Release(context.Background())
 }
 
 func testExclusionHammer(t *testing.T, e *env) {
@@ -98,17 +133,9 @@ func testExclusionHammer(t *testing.T, e *env) {
 	}
 	wg.Wait()
 	ck.finish()
-	if st := e.describeIfAble(name); st != nil && (st.Used != 0 || len(st.Holders) != 0 || len(st.Waiters) != 0) {
-		t.Errorf("after the hammer: %+v", *st)
+	if st := e.describe(name); st.Used != 0 || len(st.Holders) != 0 || len(st.Waiters) != 0 {
+		t.Errorf("after the hammer: %+v", st)
 	}
-}
-
-func (e *env) describeIfAble(name string) *sema.Status {
-	if e.inspector() == nil {
-		return nil
-	}
-	st := e.describe(name)
-	return &st
 }
 
 // testMutexCounter is the seed's exclusion test in one process: a plain
@@ -143,16 +170,12 @@ func testMutexCounter(t *testing.T, e *env) {
 	}
 }
 
-// waitQueued waits until name shows n waiters (or a short while without an
-// Inspector), so that arrival order is known.
+// waitQueued waits until name shows n waiters, so that arrival order is
+// known.
 func (e *env) waitQueued(name string, n int) {
 	e.t.Helper()
 	in := e.inspector()
-	if in == nil {
-		time.Sleep(100 * time.Millisecond)
-		return
-	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(hang)
 	for time.Now().Before(deadline) {
 		st, err := in.Describe(context.Background(), name)
 		if err == nil && len(st.Waiters) >= n {
@@ -163,11 +186,70 @@ func (e *env) waitQueued(name string, n int) {
 	e.t.Fatalf("%q never showed %d waiters", name, n)
 }
 
-func testFIFO(t *testing.T, e *env) {
+// fifoBackend skips the test unless the backend declares FIFO, and fails
+// it if FIFO is declared without a queue of the backend's own.
+func (e *env) fifoBackend() {
+	e.t.Helper()
 	if !e.g.FIFO {
-		t.Skip("backend does not declare FIFO")
+		e.t.Skip("backend does not declare FIFO")
 	}
+	if _, ok := e.b.(sema.Blocker); !ok {
+		e.t.Fatal("backend declares FIFO but is not a sema.Blocker: without a queue of its own, waiters can only poll, in no order")
+	}
+}
+
+// testFIFO: with one permit of two free and a weight-2 request at the head
+// of the queue, a later weight-1 request must wait. The order of grants is
+// read from the tokens, not from a timing window: the weight-2 request is
+// granted when both permits are free, and the weight-1 one only after it.
+func testFIFO(t *testing.T, e *env) {
+	e.fifoBackend()
 	name := e.name("fifo")
+	s := e.c.Semaphore(name, 2)
+	h1 := e.mustAcquire(s)
+	h2 := e.mustAcquire(s)
+	big := make(chan *sema.Lease, 1)
+	small := make(chan *sema.Lease, 1)
+	go func() {
+		l := e.mustAcquireBG(e.p.Semaphore(name, 2), sema.WithWeight(2), sema.WithOwner("big"))
+		big <- l
+		if l != nil {
+			_ = l.Release(context.Background())
+		}
+	}()
+	e.waitQueued(name, 1)
+	go func() { small <- e.mustAcquireBG(e.p.Semaphore(name, 2), sema.WithWeight(1), sema.WithOwner("small")) }()
+	e.waitQueued(name, 2)
+	e.mustRelease(h1) // one permit free: the later, smaller request must not take it
+	st := e.describe(name)
+	if len(st.Holders) != 1 || st.Used != 1 || len(st.Waiters) != 2 || st.Waiters[0].Owner != "big" || st.Waiters[1].Owner != "small" {
+		t.Errorf("after one permit of two was freed: %+v; want h2 holding and big, small waiting in that order", st)
+	}
+	// Nor may a TryAcquire barge past the queue.
+	if l, err := e.c.Semaphore(name, 2).TryAcquire(e.ctx(10 * time.Second)); !errors.Is(err, sema.ErrNotAcquired) {
+		t.Fatalf("TryAcquire barged past waiters: lease %v, err %v", l, err)
+	}
+	// A backend whose waiters retry on a wake-up of their own (pub/sub,
+	// a notification) would barge a little later: give it the time of a
+	// few wake-ups. Waiting longer never makes this test fail.
+	time.Sleep(e.cfg.FallbackRecheck / 10)
+	e.mustRelease(h2)
+	lb := await(t, big, "the head waiter after both permits were freed")
+	ls := await(t, small, "the second waiter after the head released")
+	if lb == nil || ls == nil {
+		t.FailNow()
+	}
+	if ls.Token() < lb.Token() {
+		t.Errorf("the later weight-1 request was granted (token %d) before the earlier weight-2 one (token %d): it overtook", ls.Token(), lb.Token())
+	}
+	e.mustRelease(ls)
+}
+
+// testFIFOHeadCancel: when the head of the queue gives up, the request
+// behind it gets the permit it was blocking.
+func testFIFOHeadCancel(t *testing.T, e *env) {
+	e.fifoBackend()
+	name := e.name("fifo-cancel")
 	s := e.c.Semaphore(name, 2)
 	h1 := e.mustAcquire(s)
 	h2 := e.mustAcquire(s)
@@ -185,30 +267,16 @@ func testFIFO(t *testing.T, e *env) {
 	e.waitQueued(name, 1)
 	go func() { small <- e.mustAcquireBG(e.p.Semaphore(name, 2), sema.WithWeight(1)) }()
 	e.waitQueued(name, 2)
-	e.mustRelease(h1) // one permit free: the later, smaller request must not take it
-	select {
-	case l := <-small:
-		t.Fatalf("a later weight-1 request overtook an earlier weight-2 one (token %d)", l.Token())
-	case <-time.After(150 * time.Millisecond):
-	}
-	// Nor may a TryAcquire barge past the queue.
-	if l, err := e.c.Semaphore(name, 2).TryAcquire(e.ctx(10 * time.Second)); !errors.Is(err, sema.ErrNotAcquired) {
-		t.Fatalf("TryAcquire barged past waiters: lease %v, err %v", l, err)
-	}
-	// When the head gives up, the request behind it gets the free permit.
+	e.mustRelease(h1)
 	cancelBig()
-	if err := <-bigErr; !errors.Is(err, sema.ErrNotAcquired) {
+	if err := await(t, bigErr, "the cancelled head waiter"); !errors.Is(err, sema.ErrNotAcquired) {
 		t.Fatalf("cancelled head: %v, want ErrNotAcquired", err)
 	}
-	select {
-	case ls := <-small:
-		if ls == nil {
-			t.FailNow()
-		}
-		e.mustRelease(ls)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the head waiter's cancellation did not wake the next waiter")
+	ls := await(t, small, "the waiter behind a cancelled head")
+	if ls == nil {
+		t.FailNow()
 	}
+	e.mustRelease(ls)
 	e.mustRelease(h2)
 }
 
@@ -227,9 +295,7 @@ func (e *env) mustAcquireBG(s *sema.Semaphore, opts ...sema.AcquireOption) *sema
 }
 
 func testFIFOOrder(t *testing.T, e *env) {
-	if !e.g.FIFO {
-		t.Skip("backend does not declare FIFO")
-	}
+	e.fifoBackend()
 	const n = 5
 	name := e.name("order")
 	first := e.mustAcquire(e.c.Mutex(name))
@@ -293,7 +359,7 @@ func testCancelWhileWaiting(t *testing.T, e *env) {
 		t.Fatalf("full weight not free after cancellations: %v", err)
 	}
 	e.mustRelease(l)
-	if st := e.describeIfAble(name); st != nil && len(st.Waiters) != 0 {
+	if st := e.describe(name); len(st.Waiters) != 0 {
 		t.Errorf("ghost waiters: %+v", st.Waiters)
 	}
 }
