@@ -65,15 +65,17 @@ func (e *env) startChecker(name string, limit int64) *checker {
 			time.Sleep(200 * time.Microsecond)
 		}
 	}()
-	// The workers start now; the anchor goes once the checker has seen it.
+	// The workers start now; the anchor goes once the checker has seen it
+	// (or has failed, or has seen nothing for too long: finish says so).
 	go func() {
 		select {
 		case <-ck.sawHeld:
-			ck.leave(1)
-			if err := ck.anchor.Release(context.Background()); err != nil {
-				ck.t.Errorf("checker: release anchor: %v", err)
-			}
-		case <-ck.done: // the checker failed
+		case <-ck.done:
+		case <-time.After(hang):
+		}
+		ck.leave(1)
+		if err := ck.anchor.Release(context.Background()); err != nil {
+			ck.t.Errorf("checker: release anchor: %v", err)
 		}
 	}()
 	return ck
@@ -234,15 +236,27 @@ func testFIFO(t *testing.T, e *env) {
 	// few wake-ups. Waiting longer never makes this test fail.
 	time.Sleep(e.cfg.FallbackRecheck / 10)
 	e.mustRelease(h2)
-	lb := await(t, big, "the head waiter after both permits were freed")
-	ls := await(t, small, "the second waiter after the head released")
-	if lb == nil || ls == nil {
-		t.FailNow()
+	var tb, ts uint64 // the tokens of big and small
+	for tb == 0 || ts == 0 {
+		select {
+		case l := <-big: // released by its goroutine
+			if l == nil {
+				t.FailNow()
+			}
+			tb = l.Token()
+		case l := <-small:
+			if l == nil {
+				t.FailNow()
+			}
+			ts = l.Token()
+			e.mustRelease(l)
+		case <-time.After(hang):
+			t.Fatalf("waiters not granted within %v after both permits were freed", hang)
+		}
 	}
-	if ls.Token() < lb.Token() {
-		t.Errorf("the later weight-1 request was granted (token %d) before the earlier weight-2 one (token %d): it overtook", ls.Token(), lb.Token())
+	if ts < tb {
+		t.Errorf("the later weight-1 request was granted (token %d) before the earlier weight-2 one (token %d): it overtook", ts, tb)
 	}
-	e.mustRelease(ls)
 }
 
 // testFIFOHeadCancel: when the head of the queue gives up, the request
