@@ -48,7 +48,8 @@ type Config struct {
 	// TTL is the short lease TTL the expiry tests use (default 1s: its
 	// safety margin, TTL/5, must absorb scheduling stalls of a loaded
 	// machine).
-	// Backends with coarse expiry (whole seconds) set it higher.
+	// Backends with coarse expiry (whole seconds) set it higher, up to a
+	// few seconds: the suite gives up on what must happen after 20s.
 	TTL time.Duration
 	// Reopen, if set, closes b and opens the same store again, as after a
 	// restart of the backend; the suite checks that tokens never go back
