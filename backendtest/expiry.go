@@ -247,7 +247,9 @@ func testRefreshExtends(t *testing.T, e *env) {
 		if !errors.Is(err, sema.ErrNotAcquired) {
 			t.Fatalf("after its first TTL, a refreshed lease's name: %v, want ErrNotAcquired (Refresh did not extend it)", err)
 		}
-		e.mustRelease(l)
+		// Its local deadline (TTL/5 before the backend's expiry) may have
+		// passed by now: the release may report the lease lost.
+		_ = l.Release(context.Background())
 		return
 	}
 	t.Fatal("every round stalled past the refreshed expiry")
