@@ -200,6 +200,35 @@ func (e *env) fifoBackend() {
 	}
 }
 
+// bigResult is what the weight-2 waiter of queueBigThenSmall got.
+type bigResult struct {
+	token uint64
+	err   error
+}
+
+// queueBigThenSmall holds both permits of the limit-2 semaphore name, then
+// queues a weight-2 request ("big", waiting on bigCtx) and behind it a
+// weight-1 one ("small"). Big releases its lease as soon as it is granted;
+// small's lease is the caller's.
+func (e *env) queueBigThenSmall(name string, bigCtx context.Context) (h1, h2 *sema.Lease, big <-chan bigResult, small <-chan *sema.Lease) {
+	s := e.c.Semaphore(name, 2)
+	h1, h2 = e.mustAcquire(s), e.mustAcquire(s)
+	bigc, smallc := make(chan bigResult, 1), make(chan *sema.Lease, 1)
+	go func() {
+		l, err := e.p.Semaphore(name, 2).Acquire(bigCtx, sema.WithWeight(2), sema.WithOwner("big"))
+		if err != nil {
+			bigc <- bigResult{err: err}
+			return
+		}
+		bigc <- bigResult{token: l.Token()}
+		_ = l.Release(context.Background())
+	}()
+	e.waitQueued(name, 1)
+	go func() { smallc <- e.mustAcquireBG(e.p.Semaphore(name, 2), sema.WithWeight(1), sema.WithOwner("small")) }()
+	e.waitQueued(name, 2)
+	return h1, h2, bigc, smallc
+}
+
 // testFIFO: with one permit of two free and a weight-2 request at the head
 // of the queue, a later weight-1 request must wait. The order of grants is
 // read from the tokens, not from a timing window: the weight-2 request is
@@ -207,21 +236,7 @@ func (e *env) fifoBackend() {
 func testFIFO(t *testing.T, e *env) {
 	e.fifoBackend()
 	name := e.name("fifo")
-	s := e.c.Semaphore(name, 2)
-	h1 := e.mustAcquire(s)
-	h2 := e.mustAcquire(s)
-	big := make(chan *sema.Lease, 1)
-	small := make(chan *sema.Lease, 1)
-	go func() {
-		l := e.mustAcquireBG(e.p.Semaphore(name, 2), sema.WithWeight(2), sema.WithOwner("big"))
-		big <- l
-		if l != nil {
-			_ = l.Release(context.Background())
-		}
-	}()
-	e.waitQueued(name, 1)
-	go func() { small <- e.mustAcquireBG(e.p.Semaphore(name, 2), sema.WithWeight(1), sema.WithOwner("small")) }()
-	e.waitQueued(name, 2)
+	h1, h2, big, small := e.queueBigThenSmall(name, e.ctx(hang))
 	e.mustRelease(h1) // one permit free: the later, smaller request must not take it
 	st := e.describe(name)
 	if len(st.Holders) != 1 || st.Used != 1 || len(st.Waiters) != 2 || st.Waiters[0].Owner != "big" || st.Waiters[1].Owner != "small" {
@@ -239,17 +254,17 @@ func testFIFO(t *testing.T, e *env) {
 	var tb, ts uint64 // the tokens of big and small
 	for tb == 0 || ts == 0 {
 		select {
-		case l := <-big: // released by its goroutine
-			if l == nil {
-				t.FailNow()
+		case r := <-big:
+			if r.err != nil {
+				t.Fatalf("the weight-2 waiter: %v", r.err)
 			}
-			tb = l.Token()
+			tb = r.token
 		case l := <-small:
 			if l == nil {
 				t.FailNow()
 			}
 			ts = l.Token()
-			e.mustRelease(l)
+			e.mustRelease(l) // a barging small one would block big
 		case <-time.After(hang):
 			t.Fatalf("waiters not granted within %v after both permits were freed", hang)
 		}
@@ -264,27 +279,13 @@ func testFIFO(t *testing.T, e *env) {
 func testFIFOHeadCancel(t *testing.T, e *env) {
 	e.fifoBackend()
 	name := e.name("fifo-cancel")
-	s := e.c.Semaphore(name, 2)
-	h1 := e.mustAcquire(s)
-	h2 := e.mustAcquire(s)
 	bigCtx, cancelBig := context.WithCancel(context.Background())
 	defer cancelBig()
-	bigErr := make(chan error, 1)
-	small := make(chan *sema.Lease, 1)
-	go func() {
-		l, err := e.p.Semaphore(name, 2).Acquire(bigCtx, sema.WithWeight(2))
-		if err == nil {
-			_ = l.Release(context.Background())
-		}
-		bigErr <- err
-	}()
-	e.waitQueued(name, 1)
-	go func() { small <- e.mustAcquireBG(e.p.Semaphore(name, 2), sema.WithWeight(1)) }()
-	e.waitQueued(name, 2)
+	h1, h2, big, small := e.queueBigThenSmall(name, bigCtx)
 	e.mustRelease(h1)
 	cancelBig()
-	if err := await(t, bigErr, "the cancelled head waiter"); !errors.Is(err, sema.ErrNotAcquired) {
-		t.Fatalf("cancelled head: %v, want ErrNotAcquired", err)
+	if r := await(t, big, "the cancelled head waiter"); !errors.Is(r.err, sema.ErrNotAcquired) {
+		t.Fatalf("cancelled head: %+v, want ErrNotAcquired", r)
 	}
 	ls := await(t, small, "the waiter behind a cancelled head")
 	if ls == nil {
@@ -297,7 +298,7 @@ func testFIFOHeadCancel(t *testing.T, e *env) {
 // mustAcquireBG acquires from a goroutine other than the test's; it reports
 // failure with Errorf and returns nil.
 func (e *env) mustAcquireBG(s *sema.Semaphore, opts ...sema.AcquireOption) *sema.Lease {
-	l, err := s.Acquire(e.ctx(20*time.Second), opts...)
+	l, err := s.Acquire(e.ctx(hang), opts...)
 	if errors.Is(err, context.Canceled) {
 		return nil // the test is over and cancelled the wait
 	}
