@@ -10,11 +10,18 @@
 //
 // The suite checks the contract of the sema package documentation: exclusion
 // under a hammer with a checker that watches live weights continuously,
-// limits and weights, FIFO without barging (for backends that declare
-// FIFO), expiry, compare-and-extend refresh, idempotent release that never
-// touches a newer lease, cancellation without leaked permits, strictly
-// increasing tokens (also across a reopen), introspection, force-release,
-// bad input, and a lease whose backend stops answering.
+// limits and weights (also while a name only has waiters), FIFO without
+// barging (for backends that declare FIFO), expiry, compare-and-extend
+// refresh that really extends the expiry, idempotent acquire and release by
+// lease ID, cancellation without leaked permits, a Close that ends waiting
+// acquires, strictly increasing tokens (after expiry, force-release and
+// reopen), leases that outlive a reopen, names that look like paths or
+// queries, introspection, force-release, bad input, a lease whose backend
+// stops answering, and event-driven wake-up of waiters.
+//
+// Every backend must be a [sema.Inspector]: the suite observes holders and
+// waiters through Describe to know the order of arrivals and to check what
+// a backend did, rather than waiting for a while and hoping.
 package backendtest
 
 import (
@@ -41,12 +48,32 @@ type Config struct {
 	// TTL is the short lease TTL the expiry tests use (default 1s: its
 	// safety margin, TTL/5, must absorb scheduling stalls of a loaded
 	// machine).
-	// Backends with coarse expiry (whole seconds) set it higher.
+	// Backends with coarse expiry (whole seconds) set it higher, up to a
+	// few seconds: the suite gives up on what must happen after 20s.
 	TTL time.Duration
 	// Reopen, if set, closes b and opens the same store again, as after a
-	// restart of the backend; the suite checks tokens never go back.
+	// restart of the backend; the suite checks that tokens never go back
+	// and that a lease held across the reopen stays held, renewable and
+	// releasable.
 	Reopen func(t *testing.T, b sema.Backend) sema.Backend
+	// ReopenEndsLeases declares that closing a handle ends the leases
+	// acquired through it, as the exit of their holder's process does
+	// (file://: the kernel frees a dead process's permits at once). The
+	// suite then checks that the leases of the reopened handle are gone,
+	// and that a lease held through Peer (required) outlives the reopen.
+	ReopenEndsLeases bool
+	// FallbackRecheck is the longest a waiter of this backend goes without
+	// looking at the name again when no event arrives: its bound against
+	// lost wake-ups (the file backend's Config.Recheck, the core's re-check
+	// for a Notifier). The suite checks that releases wake waiters well
+	// before it: the median hand-off must take under a tenth of it.
+	// Default 1s, the core's and the file backend's default.
+	FallbackRecheck time.Duration
 }
+
+// hang bounds every wait for something that must happen: reaching it means
+// the backend hung, not that it was slow.
+const hang = 20 * time.Second
 
 // Run runs the whole suite as subtests of t.
 func Run(t *testing.T, cfg Config) {
@@ -54,8 +81,14 @@ func Run(t *testing.T, cfg Config) {
 	if cfg.New == nil {
 		t.Fatal("backendtest: Config.New is nil")
 	}
+	if cfg.ReopenEndsLeases && (cfg.Reopen == nil || cfg.Peer == nil) {
+		t.Fatal("backendtest: Config.ReopenEndsLeases needs Reopen and Peer")
+	}
 	if cfg.TTL == 0 {
 		cfg.TTL = time.Second
+	}
+	if cfg.FallbackRecheck == 0 {
+		cfg.FallbackRecheck = time.Second
 	}
 	tests := []struct {
 		name string
@@ -65,15 +98,22 @@ func Run(t *testing.T, cfg Config) {
 		{"AlreadyDoneContext", testAlreadyDoneContext},
 		{"TryAcquireNeverWaits", testTryAcquire},
 		{"IdempotentAcquireByID", testIdempotentAcquire},
+		{"IdempotentAcquireWhileQueued", testIdempotentQueued},
+		{"AcquireByIDAfterRelease", testAcquireAfterRelease},
 		{"Weights", testWeights},
 		{"LimitMismatch", testLimitMismatch},
+		{"LimitMismatchWithWaiters", testLimitMismatchWaiters},
 		{"ExclusionHammer", testExclusionHammer},
 		{"MutexCounter", testMutexCounter},
 		{"FIFONoBarging", testFIFO},
+		{"FIFOHeadCancelled", testFIFOHeadCancel},
 		{"FIFOOrder", testFIFOOrder},
 		{"CancelWhileWaiting", testCancelWhileWaiting},
 		{"BlockerCancelLeaksNothing", testBlockerCancel},
+		{"CloseWhileWaiting", testCloseWhileWaiting},
+		{"WakeupByEvent", testWakeup},
 		{"TTLExpiryFreesPermits", testExpiry},
+		{"RefreshExtendsExpiry", testRefreshExtends},
 		{"RefreshAfterExpiryIsLost", testRefreshAfterExpiry},
 		{"ReleaseIdempotentNeverTouchesNewer", testReleaseIdempotent},
 		{"ReleaseFromOtherGoroutine", testReleaseOtherGoroutine},
@@ -81,7 +121,9 @@ func Run(t *testing.T, cfg Config) {
 		{"MaxHold", testMaxHold},
 		{"TokensStrictlyIncreasing", testTokens},
 		{"TokensSurviveReopen", testTokensReopen},
+		{"LeaseSurvivesReopen", testReopenHeld},
 		{"DescribeAndList", testDescribe},
+		{"NamesLikePathsAndQueries", testNames},
 		{"ForceRelease", testForceRelease},
 		{"StalledBackendCancelsLease", testStalledBackend},
 		{"Do", testDo},
@@ -109,6 +151,9 @@ func newEnv(t *testing.T, cfg Config) *env {
 	b := cfg.New(t)
 	e := &env{t: t, cfg: cfg, b: b, peer: b}
 	t.Cleanup(func() { _ = e.b.Close() })
+	if _, ok := b.(sema.Inspector); !ok {
+		t.Fatalf("backendtest: %T is not a sema.Inspector (Describe and List are part of the contract)", b)
+	}
 	if cfg.Peer != nil {
 		e.peer = cfg.Peer(t, b)
 		t.Cleanup(func() { _ = e.peer.Close() })
@@ -142,20 +187,13 @@ func (e *env) ctx(d time.Duration) context.Context {
 	return ctx
 }
 
-// inspector returns the backend as an Inspector, or nil.
-func (e *env) inspector() sema.Inspector {
-	in, _ := e.b.(sema.Inspector)
-	return in
-}
+// inspector returns the backend as an Inspector (newEnv checked it is one).
+func (e *env) inspector() sema.Inspector { return e.b.(sema.Inspector) }
 
 // describe returns the status of name or fails the test.
 func (e *env) describe(name string) sema.Status {
 	e.t.Helper()
-	in := e.inspector()
-	if in == nil {
-		e.t.Skip("backend is not an Inspector")
-	}
-	st, err := in.Describe(e.ctx(10*time.Second), name)
+	st, err := e.inspector().Describe(e.ctx(10*time.Second), name)
 	if err != nil {
 		e.t.Fatalf("Describe(%q): %v", name, err)
 	}
@@ -164,7 +202,7 @@ func (e *env) describe(name string) sema.Status {
 
 func (e *env) mustAcquire(s *sema.Semaphore, opts ...sema.AcquireOption) *sema.Lease {
 	e.t.Helper()
-	l, err := s.Acquire(e.ctx(20*time.Second), opts...)
+	l, err := s.Acquire(e.ctx(hang), opts...)
 	if err != nil {
 		e.t.Fatalf("Acquire(%q): %v", s.Name(), err)
 	}
@@ -175,5 +213,23 @@ func (e *env) mustRelease(l *sema.Lease) {
 	e.t.Helper()
 	if err := l.Release(context.Background()); err != nil {
 		e.t.Fatalf("Release(%q): %v", l.Name(), err)
+	}
+}
+
+// request is a raw request for the backend's own methods.
+func request(name, id string, limit, weight int64) sema.Request {
+	return sema.Request{Name: name, ID: id, Owner: "o-" + id, Limit: limit, Weight: weight, TTL: time.Minute}
+}
+
+// await returns what ch delivers, or fails the test after hang.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(hang):
+		t.Fatalf("%s: nothing after %v", what, hang)
+		var zero T
+		return zero
 	}
 }

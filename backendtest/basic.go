@@ -3,7 +3,9 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,10 +48,8 @@ func testBadInput(t *testing.T, e *env) {
 		}
 	}
 	// Nothing was granted by any of them.
-	if in := e.inspector(); in != nil {
-		if st := e.describe(good.Name); len(st.Holders) != 0 {
-			t.Errorf("bad requests left holders: %+v", st.Holders)
-		}
+	if st := e.describe(good.Name); len(st.Holders) != 0 {
+		t.Errorf("bad requests left holders: %+v", st.Holders)
 	}
 	// Through the client too.
 	for _, s := range []*sema.Semaphore{e.c.Semaphore("", 1), e.c.Semaphore(e.name("x"), 0), e.c.Mutex("a\x00")} {
@@ -107,33 +107,6 @@ func testTryAcquire(t *testing.T, e *env) {
 	}
 }
 
-func testIdempotentAcquire(t *testing.T, e *env) {
-	ctx := e.ctx(10 * time.Second)
-	req := sema.Request{Name: e.name("s"), ID: "idem1", Owner: "o", Limit: 2, Weight: 1, TTL: 10 * time.Second}
-	g1, err := e.b.TryAcquire(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g2, err := e.b.TryAcquire(ctx, req)
-	if err != nil {
-		t.Fatalf("repeated TryAcquire with the same ID: %v", err)
-	}
-	if g1.Token != g2.Token || g2.ID != req.ID {
-		t.Fatalf("repeat gave another grant: %+v vs %+v", g1, g2)
-	}
-	// Only one permit is taken: another weight-1 request still fits.
-	req2 := req
-	req2.ID = "idem2"
-	if _, err := e.b.TryAcquire(ctx, req2); err != nil {
-		t.Fatalf("second lease should fit (limit 2): %v", err)
-	}
-	for _, id := range []string{"idem1", "idem2"} {
-		if err := e.b.Release(ctx, req.Name, id); err != nil {
-			t.Errorf("Release %s: %v", id, err)
-		}
-	}
-}
-
 func testWeights(t *testing.T, e *env) {
 	s := e.c.Semaphore(e.name("w"), 5)
 	ctx := e.ctx(10 * time.Second)
@@ -173,6 +146,63 @@ func testLimitMismatch(t *testing.T, e *env) {
 	// With no holders the name takes a new limit.
 	l3 := e.mustAcquire(e.p.Semaphore(name, 3), sema.WithWeight(3))
 	e.mustRelease(l3)
+}
+
+// testLimitMismatchWithWaiters: waiters fix a name's limit as holders do.
+// While the name has a holder or a waiter at every instant — also between
+// the holder's release and the waiter's grant, when a backend whose
+// waiters take their grant themselves has only waiters — a request with
+// another limit fails with ErrLimitMismatch: it neither adopts its limit
+// nor takes the permit.
+func testLimitMismatchWaiters(t *testing.T, e *env) {
+	name := e.name("lmw")
+	ctx := e.ctx(hang)
+	if _, err := e.b.TryAcquire(ctx, request(name, "holder", 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	waiter := make(chan *sema.Lease, 1)
+	go func() { waiter <- e.mustAcquireBG(e.c.Mutex(name)) }()
+	e.waitQueued(name, 1)
+	stop := make(chan struct{})
+	probes := make(chan int, 1)
+	stopProbe := sync.OnceValue(func() int { close(stop); return <-probes })
+	t.Cleanup(func() { stopProbe() })
+	go func() {
+		n := 0
+		defer func() { probes <- n }()
+		for ; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			g, err := e.peer.TryAcquire(ctx, request(name, fmt.Sprintf("probe%d", n), 2, 1))
+			if err == nil {
+				t.Errorf("a limit-2 request was granted while the limit-1 name had a holder or waiter (token %d)", g.Token)
+				_ = e.peer.Release(ctx, name, g.ID)
+				return
+			}
+			if !errors.Is(err, sema.ErrLimitMismatch) {
+				t.Errorf("limit-2 request while the limit-1 name had a holder or waiter: %v, want ErrLimitMismatch", err)
+				return
+			}
+		}
+	}()
+	if err := e.b.Release(ctx, name, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	l := await(t, waiter, "the waiter after the holder released")
+	t.Logf("%d limit-2 requests refused", stopProbe())
+	if l == nil {
+		t.FailNow()
+	}
+	if l.Limit() != 1 {
+		t.Errorf("the waiter holds with limit %d, want 1", l.Limit())
+	}
+	if st := e.describe(name); st.Limit != 1 {
+		t.Errorf("the name's limit is %d, want 1", st.Limit)
+	}
+	e.mustRelease(l)
 }
 
 func testDo(t *testing.T, e *env) {

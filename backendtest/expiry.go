@@ -12,15 +12,32 @@ import (
 )
 
 // waitDone waits for the lease to end, up to d.
-func (e *env) waitDone(l *sema.Lease, d time.Duration) time.Time {
+func (e *env) waitDone(l *sema.Lease, d time.Duration) {
 	e.t.Helper()
 	select {
 	case <-l.Done():
-		return time.Now()
 	case <-time.After(d):
 		e.t.Fatalf("lease %s did not end within %v", l, d)
-		return time.Time{}
 	}
+}
+
+// takeover is a waiter's grant of the permits of an old lease that was
+// lost, and whether the old lease had ended when the grant arrived.
+type takeover struct {
+	l        *sema.Lease
+	oldEnded bool
+}
+
+// takeOver waits in the peer's queue for the mutex that old holds. The
+// order of the two events is read when the grant arrives, so a slow test
+// goroutine cannot get it wrong.
+func (e *env) takeOver(old *sema.Lease) <-chan takeover {
+	ch := make(chan takeover, 1)
+	go func() {
+		l := e.mustAcquireBG(e.p.Mutex(old.Name()))
+		ch <- takeover{l, old.Err() != nil}
+	}()
+	return ch
 }
 
 func testExpiry(t *testing.T, e *env) {
@@ -30,27 +47,20 @@ func testExpiry(t *testing.T, e *env) {
 	if _, err := e.p.Mutex(name).TryAcquire(e.ctx(10 * time.Second)); !errors.Is(err, sema.ErrNotAcquired) {
 		t.Fatalf("TryAcquire while held: %v", err)
 	}
-	granted := make(chan time.Time, 1)
-	var l2 *sema.Lease
-	go func() {
-		l2 = e.mustAcquireBG(e.p.Mutex(name))
-		granted <- time.Now()
-	}()
-	doneAt := e.waitDone(l, 20*ttl)
+	granted := e.takeOver(l)
+	e.waitDone(l, 20*ttl)
 	if !errors.Is(l.Err(), sema.ErrExpired) || !errors.Is(l.Err(), sema.ErrLeaseLost) {
 		t.Errorf("Err = %v, want ErrExpired", l.Err())
 	}
-	var grantAt time.Time
-	select {
-	case grantAt = <-granted:
-	case <-time.After(30 * ttl):
-		t.Fatal("expired permits were never granted to the waiter")
-	}
-	if l2 == nil {
+	g := await(t, granted, "the waiter for expired permits")
+	if g.l == nil {
 		t.FailNow()
 	}
-	if !doneAt.Before(grantAt) {
-		t.Errorf("waiter granted at %v, before the holder's lease ended at %v", grantAt, doneAt)
+	if !g.oldEnded {
+		t.Errorf("the waiter was granted before the holder's lease ended")
+	}
+	if g.l.Token() <= l.Token() {
+		t.Errorf("token %d granted after the lease with token %d expired: not greater", g.l.Token(), l.Token())
 	}
 	// Releasing the expired lease reports the loss and leaves the new holder.
 	if err := l.Release(context.Background()); !errors.Is(err, sema.ErrLeaseLost) {
@@ -59,7 +69,7 @@ func testExpiry(t *testing.T, e *env) {
 	if _, err := e.c.Mutex(name).TryAcquire(e.ctx(10 * time.Second)); !errors.Is(err, sema.ErrNotAcquired) {
 		t.Fatalf("the new holder lost the mutex: %v", err)
 	}
-	e.mustRelease(l2)
+	e.mustRelease(g.l)
 }
 
 func testRefreshAfterExpiry(t *testing.T, e *env) {
@@ -81,7 +91,7 @@ func testRefreshAfterExpiry(t *testing.T, e *env) {
 		t.Fatalf("backend Renew of an expired lease: %v, want ErrLeaseLost", err)
 	}
 	// Never re-created.
-	if st := e.describeIfAble(name); st != nil && len(st.Holders) != 0 {
+	if st := e.describe(name); len(st.Holders) != 0 {
 		t.Fatalf("refresh re-created the lease: %+v", st.Holders)
 	}
 }
@@ -121,24 +131,37 @@ func (c *counting) Renew(ctx context.Context, name, id string, ttl time.Duration
 	return c.Backend.Renew(ctx, name, id, ttl)
 }
 
+// testKeepalive: a lease with keepalive outlives its TTL, renewing itself,
+// and no renewal starts after Release returns.
 func testKeepalive(t *testing.T, e *env) {
 	name := e.name("keep")
 	ttl := e.cfg.TTL
 	cb := &counting{Backend: e.b}
+	start := time.Now()
 	l := e.mustAcquire(sema.New(cb).Mutex(name), sema.WithTTL(ttl))
-	time.Sleep(3 * ttl)
-	if l.Err() != nil {
-		t.Fatalf("lease with keepalive ended: %v", l.Err())
+	// Wait for the renewals themselves, not for a time that should be
+	// enough for them: three, and past the TTL the lease was granted with.
+	for cb.renews.Load() < 3 || time.Since(start) < ttl+ttl/10 {
+		select {
+		case <-l.Done():
+			t.Fatalf("lease with keepalive ended after %d renewals: %v", cb.renews.Load(), l.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Since(start) > hang {
+			t.Fatalf("%d renewals in %v", cb.renews.Load(), hang)
+		}
 	}
 	if _, err := e.p.Mutex(name).TryAcquire(e.ctx(10 * time.Second)); !errors.Is(err, sema.ErrNotAcquired) {
-		t.Fatalf("lease with keepalive was not held after 3×TTL: %v", err)
+		t.Fatalf("lease with keepalive was not held after %d renewals, past its TTL: %v", cb.renews.Load(), err)
 	}
-	if n := cb.renews.Load(); n < 3 {
-		t.Errorf("%d renewals in 3×TTL, want ≥ 3 (every TTL/3)", n)
+	if st := e.describe(name); len(st.Holders) != 1 || st.Holders[0].Token != l.Token() || !st.Holders[0].ExpiresAt.After(l.AcquiredAt().Add(ttl)) {
+		t.Errorf("after renewals: %+v; want token %d expiring after %v", st.Holders, l.Token(), l.AcquiredAt().Add(ttl))
 	}
 	e.mustRelease(l)
 	after := cb.renews.Load()
-	time.Sleep(ttl)
+	// A renewal after Release would come at the next renew time (TTL/3):
+	// wait past two of them. Waiting longer never makes this fail.
+	time.Sleep(ttl * 2 / 3)
 	if n := cb.renews.Load(); n != after {
 		t.Fatalf("%d renewals after Release returned", n-after)
 	}
@@ -165,37 +188,69 @@ func testMaxHold(t *testing.T, e *env) {
 }
 
 // testStalledBackend: the holder's backend stops answering renewals. The
-// lease's context must end before the backend's expiry and before anyone
-// else is granted.
+// lease's context must end before anyone else is granted.
 func testStalledBackend(t *testing.T, e *env) {
 	name := e.name("stall")
 	ttl := e.cfg.TTL
 	cb := &counting{Backend: e.b}
 	l := e.mustAcquire(sema.New(cb).Mutex(name), sema.WithTTL(ttl))
 	cb.stall.Store(true)
-	granted := make(chan time.Time, 1)
-	var l2 *sema.Lease
-	go func() {
-		l2 = e.mustAcquireBG(e.p.Mutex(name))
-		granted <- time.Now()
-	}()
-	doneAt := e.waitDone(l, 20*ttl)
+	granted := e.takeOver(l)
+	e.waitDone(l, 20*ttl)
 	if !errors.Is(l.Err(), sema.ErrExpired) {
 		t.Errorf("Err = %v, want ErrExpired", l.Err())
 	}
-	if exp := l.ExpiresAt(); !doneAt.Before(exp) {
-		t.Errorf("lease context ended at %v, not before the backend expiry %v", doneAt, exp)
+	g := await(t, granted, "the waiter for the stalled holder's permits")
+	if g.l == nil {
+		t.FailNow()
 	}
-	select {
-	case grantAt := <-granted:
-		if !doneAt.Before(grantAt) {
-			t.Errorf("another client was granted at %v, before the stalled holder was told at %v", grantAt, doneAt)
-		}
-	case <-time.After(30 * ttl):
-		t.Fatal("the permit was never granted to the waiter")
+	if !g.oldEnded {
+		t.Errorf("another client was granted before the stalled holder's lease ended")
 	}
-	if l2 != nil {
-		e.mustRelease(l2)
-	}
+	e.mustRelease(g.l)
 	_ = l.Release(context.Background())
+}
+
+// testRefreshExtends: Refresh moves the backend's expiry, as ExpiresAt and
+// Describe show, and the lease outlives the TTL it was granted with. The
+// lease is refreshed at half its TTL and looked at after its first expiry
+// has passed but before the refreshed one; a round that a stall pushed past
+// the refreshed expiry proves nothing and is run again.
+func testRefreshExtends(t *testing.T, e *env) {
+	ttl := e.cfg.TTL
+	for round := range 3 {
+		name := e.name(fmt.Sprintf("extend%d", round))
+		l := e.mustAcquire(e.c.Mutex(name), sema.WithTTL(ttl), sema.WithoutKeepalive())
+		got := time.Now()
+		exp0 := l.ExpiresAt()
+		time.Sleep(ttl / 2)
+		sent := time.Now()
+		if err := l.Refresh(e.ctx(10 * time.Second)); err != nil {
+			t.Fatalf("Refresh of a live lease: %v", err)
+		}
+		// The backend granted before got and extended after sent.
+		exp1 := l.ExpiresAt()
+		if moved, least := exp1.Sub(exp0), sent.Sub(got)-time.Millisecond; moved < least {
+			t.Errorf("Refresh after %v moved ExpiresAt by %v (from %v to %v)", sent.Sub(got), moved, exp0, exp1)
+		}
+		st := e.describe(name)
+		if len(st.Holders) != 1 || st.Holders[0].ExpiresAt.Before(exp1.Add(-time.Millisecond)) {
+			t.Errorf("after Refresh, Describe shows %+v; want the lease expiring at %v", st.Holders, exp1)
+		}
+		time.Sleep(time.Until(got.Add(ttl + ttl/4)))
+		_, err := e.p.Mutex(name).TryAcquire(e.ctx(10 * time.Second))
+		if time.Now().After(sent.Add(ttl - ttl/10)) {
+			t.Logf("round %d: stalled past the refreshed expiry; again", round)
+			_ = l.Release(context.Background())
+			continue
+		}
+		if !errors.Is(err, sema.ErrNotAcquired) {
+			t.Fatalf("after its first TTL, a refreshed lease's name: %v, want ErrNotAcquired (Refresh did not extend it)", err)
+		}
+		// Its local deadline (TTL/5 before the backend's expiry) may have
+		// passed by now: the release may report the lease lost.
+		_ = l.Release(context.Background())
+		return
+	}
+	t.Fatal("every round stalled past the refreshed expiry")
 }

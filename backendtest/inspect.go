@@ -66,11 +66,70 @@ func testTokensReopen(t *testing.T, e *env) {
 	e.mustRelease(l2)
 }
 
+// testReopenHeld: a lease held while the backend is closed and opened
+// again stays held, renewable and releasable by its ID through the new
+// handle, and the token after it is greater. With ReopenEndsLeases, the
+// lease is held through the peer, and the leases of the closed handle must
+// be gone.
+func testReopenHeld(t *testing.T, e *env) {
+	if e.cfg.Reopen == nil {
+		t.Skip("no Config.Reopen: backend state does not outlive it")
+	}
+	ctx := e.ctx(hang)
+	name, mine := e.name("held"), e.name("mine")
+	holder := e.b
+	if e.cfg.ReopenEndsLeases {
+		holder = e.peer
+	}
+	g, err := holder.TryAcquire(ctx, request(name, "held1", 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gm, err := e.b.TryAcquire(ctx, request(mine, "mine1", 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.b = e.cfg.Reopen(t, e.b)
+	var he *sema.HeldError
+	if _, err := e.b.TryAcquire(ctx, request(name, "other", 1, 1)); !errors.As(err, &he) {
+		t.Fatalf("after reopen, another request for the held mutex: %v, want a *HeldError", err)
+	}
+	if len(he.Holders) != 1 || he.Holders[0].Token != g.Token {
+		t.Errorf("after reopen, HeldError holders = %+v, want the lease with token %d", he.Holders, g.Token)
+	}
+	if st := e.describe(name); len(st.Holders) != 1 || st.Holders[0].Token != g.Token || st.Used != 1 {
+		t.Errorf("after reopen, Describe = %+v, want the lease with token %d", st, g.Token)
+	}
+	rg, err := e.b.Renew(ctx, name, "held1", time.Minute)
+	if err != nil {
+		t.Fatalf("after reopen, Renew of the held lease: %v", err)
+	}
+	if rg.Token != g.Token || rg.ExpiresAt.Before(g.ExpiresAt) {
+		t.Errorf("after reopen, Renew = %+v; want token %d and an expiry from now, after %v", rg, g.Token, g.ExpiresAt)
+	}
+	if err := e.b.Release(ctx, name, "held1"); err != nil {
+		t.Fatalf("after reopen, Release of the held lease: %v", err)
+	}
+	g2, err := e.b.TryAcquire(ctx, request(name, "after", 1, 1))
+	if err != nil {
+		t.Fatalf("after the release, the mutex is not free: %v", err)
+	}
+	if g2.Token <= g.Token {
+		t.Errorf("token %d after reopen and release, was %d: not greater", g2.Token, g.Token)
+	}
+	_ = e.b.Release(ctx, name, g2.ID)
+	if e.cfg.ReopenEndsLeases {
+		// Declared: closing the handle ended its lease, as its holder's exit would.
+		if _, err := e.b.Renew(ctx, mine, gm.ID, time.Minute); !errors.Is(err, sema.ErrLeaseLost) {
+			t.Errorf("Renew of a lease of the closed handle: %v, want ErrLeaseLost (Config.ReopenEndsLeases)", err)
+		}
+	} else if err := e.b.Release(ctx, mine, gm.ID); err != nil {
+		t.Errorf("after reopen, Release of the reopened handle's own lease: %v", err)
+	}
+}
+
 func testDescribe(t *testing.T, e *env) {
 	in := e.inspector()
-	if in == nil {
-		t.Skip("backend is not an Inspector")
-	}
 	name := e.name("desc")
 	s := e.c.Semaphore(name, 3)
 	la := e.mustAcquire(s, sema.WithOwner("alice"), sema.WithWeight(1))
@@ -134,9 +193,12 @@ func testForceRelease(t *testing.T, e *env) {
 	if err != nil || len(hs) != 1 || hs[0].Token != l.Token() {
 		t.Fatalf("ForceRelease = %+v, %v; want the holder with token %d", hs, err, l.Token())
 	}
-	l2 := <-waiting
+	l2 := await(t, waiting, "the waiter after a force-release")
 	if l2 == nil {
 		t.FailNow()
+	}
+	if l2.Token() <= l.Token() {
+		t.Errorf("token %d granted after the lease with token %d was force-released: not greater", l2.Token(), l.Token())
 	}
 	if err := l.Refresh(ctx); !errors.Is(err, sema.ErrLeaseLost) {
 		t.Fatalf("Refresh after force-release: %v, want ErrLeaseLost", err)

@@ -33,6 +33,8 @@ func TestConformance(t *testing.T) {
 		// Another handle on the same directory, as another process has: its
 		// own files, liveness slots and inotify instance.
 		Peer: func(t *testing.T, b sema.Backend) sema.Backend { return open(t, b.(*file.Backend).Dir()) },
+		// Closing a handle ends its leases, as its process's exit does.
+		ReopenEndsLeases: true,
 		Reopen: func(t *testing.T, b sema.Backend) sema.Backend {
 			dir := b.(*file.Backend).Dir()
 			if err := b.Close(); err != nil {

@@ -18,7 +18,8 @@ type entry struct {
 	limit   int64
 	used    int64
 	holders holderSet
-	waiters list.List // of *waiter, FIFO
+	waiters list.List       // of *waiter, FIFO
+	queued  map[string]bool // lease IDs of the waiters; nil until the first
 	timer   *time.Timer
 	idle    bool // no holders or waiters; counted in Backend.idle
 	// nextExpiry is no later than the earliest holder expiry: expire has
@@ -126,6 +127,7 @@ func (b *Backend) grantWaiters(name string, e *entry, now time.Duration) {
 			break
 		}
 		e.waiters.Remove(el)
+		delete(e.queued, w.req.ID)
 		w.grant = b.grantOf(e, name, b.grant(e, &w.req, now))
 		w.grant.Waited = now - w.since
 		close(w.ready)

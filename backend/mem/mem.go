@@ -6,10 +6,13 @@
 // waiters are served strictly FIFO with no barging: a later, smaller request
 // never overtakes an earlier one (as golang.org/x/sync/semaphore). A release
 // hands the permits to the next waiters directly, under the same mutex, and
-// wakes them by a channel. Expiry runs on the process clock: a timer frees
-// expired permits for waiters, without polling. Tokens come from one counter
-// for the whole backend, so they are strictly increasing per name even after
-// an idle name's state is dropped; they restart with the process.
+// wakes them by a channel. An acquire repeating the lease ID of a live
+// lease returns that lease; one repeating the ID of a queued request is
+// refused (sema.ErrInvalidArgument), never queued twice. Expiry runs on the
+// process clock: a timer frees expired permits for waiters, without
+// polling. Tokens come from one counter for the whole backend, so they are
+// strictly increasing per name even after an idle name's state is dropped;
+// they restart with the process.
 package mem
 
 import (
@@ -132,6 +135,14 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		b.mu.Unlock()
 		return g, nil
 	}
+	if e.queued[req.ID] {
+		b.mu.Unlock()
+		return sema.Grant{}, fmt.Errorf("mem: acquire %q: %w: lease id %q is already queued", req.Name, sema.ErrInvalidArgument, req.ID)
+	}
+	if e.queued == nil {
+		e.queued = make(map[string]bool)
+	}
+	e.queued[req.ID] = true
 	w := &waiter{req: req, since: now, ready: make(chan struct{})}
 	w.elem = e.waiters.PushBack(w)
 	b.armExpiry(req.Name, e, now)
@@ -152,6 +163,7 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	default:
 		wasHead := e.waiters.Front() == w.elem
 		e.waiters.Remove(w.elem)
+		delete(e.queued, req.ID)
 		if wasHead {
 			// The head may have been blocking smaller requests behind it.
 			b.grantWaiters(req.Name, e, b.now())

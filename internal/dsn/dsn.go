@@ -61,11 +61,15 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (sema.Backend, err
 		sema.ErrInvalidArgument, Redact(rawURL), u.Scheme, strings.Join(Schemes, ", "))
 }
 
-// Redact hides a password in a URL for error messages and logs.
+// Redact hides a password in a URL for error messages and logs. A URL
+// without one is returned as written.
 func Redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return "(unparseable url)"
+	}
+	if _, ok := u.User.Password(); !ok {
+		return rawURL
 	}
 	return u.Redacted()
 }
