@@ -85,6 +85,7 @@ func (s *Store) enqueue(e *entry, w *waiter) error {
 		e.waiters.replace(old, w)
 		old.err = fmt.Errorf("store: acquire %q: superseded by a retry with the same lease id: %w", e.name, sema.ErrNotAcquired)
 		close(old.ready)
+		s.queueNotify(old)
 	} else {
 		e.waiters.push(w)
 		s.waiting.Add(1)
