@@ -36,6 +36,7 @@ type Store struct {
 	reserved     uint64        // tokens reserved in the log (fast.go)
 	resDurable   uint64        // the largest reservation known to be on disk
 	pendingRes   []reservation // reservations not yet known to be on disk
+	mark         reserveMark   // the reservation mark outside the log (reserve.go)
 	notify       []*waiter     // AcquireAsync waiters to tell, after unlocking (async.go)
 
 	holders, waiting                  atomic.Int64
@@ -123,6 +124,7 @@ func (s *Store) Close() error {
 		<-snap
 	}
 	err := s.wal.close()
+	s.mark.wg.Wait()
 	unlockDir(s.lock)
 	return err
 }
