@@ -80,8 +80,12 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("client Describe: %+v %v (holder ids are for admins)", st, err)
 	}
 	other := newBackend(t, srv, func(c *remote.Config) { c.Token = otherTok })
-	if err := other.Release(ctx, "auth", g.ID); !errors.Is(err, remote.ErrForbidden) {
+	// To another client token the lease is unknown.
+	if err := other.Release(ctx, "auth", g.ID); !errors.Is(err, sema.ErrNotHeld) {
 		t.Fatalf("another client token releases the lease: %v", err)
+	}
+	if _, err := other.Renew(ctx, "auth", g.ID, 10*time.Second); !errors.Is(err, sema.ErrLeaseLost) {
+		t.Fatalf("another client token renews the lease: %v", err)
 	}
 	admin := newBackend(t, srv, func(c *remote.Config) { c.Token = adminTok })
 	if ls, err := admin.List(ctx, "au"); err != nil || len(ls) != 1 || ls[0].Holders[0].ID != g.ID {

@@ -103,9 +103,11 @@ func TestRolesAndBinding(t *testing.T) {
 	ts := newTS(t, testTokens, nil)
 	l := ts.mustAcquire(aliceTok, wire.AcquireRequest{Name: "bound"})
 	// Another client token may neither renew nor release it, nor steal it
-	// by repeating its id.
-	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "bound", ID: l.ID}), 403, wire.CodeForbidden)
-	wantErr(t, ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: "bound", ID: l.ID}), 403, wire.CodeForbidden)
+	// by repeating its id; its lease looks to it like an unknown id.
+	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "bound", ID: l.ID}), 404, wire.CodeNotHeld)
+	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "bound", ID: "unknown"}), 404, wire.CodeNotHeld)
+	wantErr(t, ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: "bound", ID: l.ID}), 410, wire.CodeLeaseLost)
+	wantErr(t, ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: "bound", ID: "unknown"}), 410, wire.CodeLeaseLost)
 	wantErr(t, ts.acquire(bobTok, wire.AcquireRequest{Name: "bound", ID: l.ID}), 403, wire.CodeForbidden)
 	// Clients may not list or force-release.
 	wantErr(t, ts.do("GET", wire.PathLocks, aliceTok, nil), 403, wire.CodeForbidden)
@@ -129,7 +131,8 @@ func TestRolesAndBinding(t *testing.T) {
 func TestOtherBackend(t *testing.T) {
 	ts := newTS(t, testTokens, mem.New())
 	l := ts.mustAcquire(aliceTok, wire.AcquireRequest{Name: "m", Limit: 1})
-	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "m", ID: l.ID}), 403, wire.CodeForbidden)
+	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "m", ID: l.ID}), 404, wire.CodeNotHeld)
+	wantErr(t, ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: "m", ID: l.ID}), 410, wire.CodeLeaseLost)
 	done := make(chan reply, 1)
 	go func() { done <- ts.acquire(bobTok, wire.AcquireRequest{Name: "m", WaitMillis: 10000}) }()
 	eventually(t, "bob queued", func() bool { return len(ts.describe(adminTok, "m").Waiters) == 1 })

@@ -26,6 +26,7 @@ type Store struct {
 	revoked      map[string]int64 // name\x00id of force-released leases → forget after (mono)
 	principals   map[string]string
 	queued       map[string]*waiter // name\x00id → queued request
+	queuedPeak   int                // the most entries queued has had since it was made
 	closed       bool
 	wal          *wal
 	segNo        uint64
@@ -37,7 +38,7 @@ type Store struct {
 	resDurable   uint64        // the largest reservation known to be on disk
 	pendingRes   []reservation // reservations not yet known to be on disk
 	mark         reserveMark   // the reservation mark outside the log (reserve.go)
-	notify       []*waiter     // AcquireAsync waiters to tell, after unlocking (async.go)
+	answers      []*waiter     // acquires to answer once s.mu is unlocked (acquire.go)
 
 	holders, waiting                  atomic.Int64
 	grants, expirations, forceRelease atomic.Uint64
@@ -110,8 +111,7 @@ func (s *Store) Close() error {
 		for w := e.waiters.head; w != nil; w = e.waiters.head {
 			s.dequeue(e, w)
 			w.err = sema.ErrClosed
-			close(w.ready)
-			s.queueNotify(w)
+			s.answerLater(w)
 		}
 	}
 	s.waiting.Store(0)
