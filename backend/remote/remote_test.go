@@ -288,3 +288,25 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// pastDeadline is a context whose deadline has passed but whose timer has
+// not fired yet: Done is not closed and Err is nil.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestAcquireDeadlinePassed: an Acquire whose deadline has passed wraps
+// context.DeadlineExceeded, even before the context's timer fires, and
+// never formats a missing cause.
+func TestAcquireDeadlinePassed(t *testing.T) {
+	b, err := remote.New(remote.Config{URL: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	req := sema.Request{Name: "late", ID: "late1", Limit: 1, Weight: 1, TTL: time.Second}
+	_, err = b.Acquire(pastDeadline{context.Background()}, req)
+	if !errors.Is(err, sema.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "%!") {
+		t.Fatalf("Acquire past its deadline: %v", err)
+	}
+}

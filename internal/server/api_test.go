@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,4 +178,46 @@ func TestOtherBackendPolling(t *testing.T) {
 	wantErr(t, ts.acquire("", wire.AcquireRequest{Name: "p", WaitMillis: 50}), 409, wire.CodeNotAcquired)
 	// No force-release on this backend.
 	wantErr(t, ts.do("POST", wire.PathForceRelease, "", wire.ForceReleaseRequest{Name: "p"}), 400, wire.CodeInvalidArgument)
+}
+
+// gated holds the first TryAcquire at the backend until a second one
+// arrives (or a moment has passed): two acquires are then in flight at
+// once.
+type gated struct {
+	sema.Backend
+	calls atomic.Int32
+	both  chan struct{}
+}
+
+func (g *gated) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant, error) {
+	if g.calls.Add(1) == 1 {
+		select {
+		case <-g.both:
+		case <-time.After(500 * time.Millisecond):
+		}
+	} else {
+		close(g.both)
+	}
+	return g.Backend.TryAcquire(ctx, req)
+}
+
+// TestOtherBackendBindsAtomically: two tokens racing to acquire one lease
+// id on a served backend cannot both get it.
+func TestOtherBackendBindsAtomically(t *testing.T) {
+	ts := newTS(t, testTokens, &gated{Backend: mem.New(), both: make(chan struct{})})
+	res := make(chan reply, 2)
+	for _, tok := range []string{aliceTok, bobTok} {
+		go func() { res <- ts.acquire(tok, wire.AcquireRequest{Name: "race", ID: "contested"}) }()
+	}
+	won := 0
+	for range 2 {
+		if r := <-res; r.status == 200 {
+			won++
+		} else {
+			wantErr(t, r, 403, wire.CodeForbidden)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d tokens got lease id \"contested\", want 1", won)
+	}
 }

@@ -3,8 +3,10 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"sync"
+	"time"
 )
 
 // Errors of the bounds, answered with HTTP 429 (codes too_many_waiters and
@@ -20,12 +22,13 @@ var (
 type limits struct {
 	maxWaiters, perPrincipal, connsPerPrincipal int
 
-	mu      sync.Mutex
-	waiters int
-	peak    int // the most waiters since memory was last given back
-	use     map[string]*usage
-	polls   map[*poll]struct{}
-	closed  bool
+	mu       sync.Mutex
+	waiters  int
+	peak     int  // the most waiters since memory was last given back
+	trimming bool // memory will be given back (trim)
+	use      map[string]*usage
+	polls    map[*poll]struct{}
+	closed   bool
 }
 
 // usage is what one principal holds open.
@@ -74,17 +77,32 @@ func (l *limits) doneWaiter(key string, p *poll) {
 			delete(l.use, key)
 		}
 	}
-	if l.peak >= trimWaiters && l.waiters <= l.peak/8 {
-		l.peak = l.waiters
-		if len(l.polls) == 0 {
-			l.polls = make(map[*poll]struct{}) // a map never shrinks
-		}
-		go debug.FreeOSMemory()
+	if l.peak >= trimWaiters && l.waiters <= l.peak/8 && !l.trimming {
+		// Once the rest of the crowd has gone too (a moment later), give
+		// its memory back.
+		l.peak, l.trimming = l.waiters, true
+		time.AfterFunc(trimDelay, l.trim)
 	}
 }
 
-// trimWaiters is the crowd of waiters after which memory is given back.
-const trimWaiters = 1 << 14
+// A crowd of trimWaiters waiters or more that has left has its memory
+// given back to the system trimDelay later.
+const (
+	trimWaiters = 1 << 14
+	trimDelay   = time.Second
+)
+
+// trim gives the memory of a crowd of waiters that has left back to the
+// system.
+func (l *limits) trim() {
+	l.mu.Lock()
+	if len(l.polls) < trimWaiters/8 {
+		l.polls = maps.Clone(l.polls) // a map never shrinks
+	}
+	l.trimming = false
+	l.mu.Unlock()
+	debug.FreeOSMemory()
+}
 
 // addConn counts a sema-mux connection of key, unless its bound is
 // reached.
