@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"runtime"
 	"strconv"
@@ -17,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sema-dev/sema/internal/store"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -31,25 +29,10 @@ import (
 // timeout, so that a client that does not read is closed quickly.
 func attackTS(t *testing.T, write time.Duration, tweak ...func(*Config)) *tserver {
 	t.Helper()
-	st, err := store.Open(store.Config{Dir: t.TempDir(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Backend: st, Logger: quiet}
-	for _, f := range tweak {
-		f(&cfg)
-	}
-	srv, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewUnstartedServer(srv)
-	hs.Config.ReadHeaderTimeout, hs.Config.ReadTimeout = 10*time.Second, 30*time.Second
-	hs.Config.WriteTimeout, hs.Config.IdleTimeout = write, 2*time.Minute
-	hs.Config.RegisterOnShutdown(srv.Close)
-	hs.Start()
-	t.Cleanup(func() { srv.Close(); hs.Close(); st.Close() })
-	return &tserver{t: t, url: hs.URL, srv: srv, st: st, hs: hs}
+	return startTS(t, nil, nil, func(hs *http.Server) {
+		hs.ReadHeaderTimeout, hs.ReadTimeout = 10*time.Second, 30*time.Second
+		hs.WriteTimeout, hs.IdleTimeout = write, 2*time.Minute
+	}, tweak...)
 }
 
 // footprint is what the process holds: goroutines, open descriptors and

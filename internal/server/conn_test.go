@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sema-dev/sema/internal/store"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -293,19 +290,9 @@ func TestPipelinedRequests(t *testing.T) {
 // timedTS is a server with the given http.Server timeouts.
 func timedTS(t *testing.T, idle, head, read time.Duration) *tserver {
 	t.Helper()
-	st, err := store.Open(store.Config{Dir: t.TempDir(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{Backend: st, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewUnstartedServer(srv)
-	hs.Config.IdleTimeout, hs.Config.ReadHeaderTimeout, hs.Config.ReadTimeout = idle, head, read
-	hs.Start()
-	t.Cleanup(func() { srv.Close(); hs.Close(); st.Close() })
-	return &tserver{t: t, url: hs.URL, srv: srv, st: st, hs: hs}
+	return startTS(t, nil, nil, func(hs *http.Server) {
+		hs.IdleTimeout, hs.ReadHeaderTimeout, hs.ReadTimeout = idle, head, read
+	})
 }
 
 // TestConnectionTimeouts: a connection that stays idle, sends half a
@@ -405,20 +392,9 @@ func TestPipelinedAnswersInOrder(t *testing.T) {
 // lasts longer than the connection's idle timeout (no heartbeat meanwhile):
 // the client stays queued, gets its grant and keeps the connection.
 func TestLongPollOutlivesIdleTimeout(t *testing.T) {
-	st, err := store.Open(store.Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{Backend: st, Logger: quiet, Heartbeat: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewUnstartedServer(srv)
-	hs.Config.IdleTimeout = 100 * time.Millisecond
-	hs.Config.ReadTimeout = 100 * time.Millisecond
-	hs.Start()
-	t.Cleanup(func() { srv.Close(); hs.Close(); st.Close() })
-	ts := &tserver{t: t, url: hs.URL, srv: srv, st: st, hs: hs}
+	ts := startTS(t, nil, nil, func(hs *http.Server) {
+		hs.IdleTimeout, hs.ReadTimeout = 100*time.Millisecond, 100*time.Millisecond
+	}, func(c *Config) { c.Heartbeat = time.Minute })
 
 	c := dialRaw(t, ts)
 	held := queueWaiter(t, ts, c, "h1/idle")
@@ -440,27 +416,18 @@ func TestLongPollOutlivesIdleTimeout(t *testing.T) {
 // TestH2C: the API over HTTP/2 without TLS (prior knowledge), as sema
 // serve allows it, long poll included.
 func TestH2C(t *testing.T) {
-	st, err := store.Open(store.Config{Dir: t.TempDir(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{Backend: st, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewUnstartedServer(srv)
-	hs.Config.Protocols = new(http.Protocols)
-	hs.Config.Protocols.SetHTTP1(true)
-	hs.Config.Protocols.SetUnencryptedHTTP2(true)
-	hs.Start()
-	t.Cleanup(func() { srv.Close(); hs.Close(); st.Close() })
+	ts := startTS(t, nil, nil, func(hs *http.Server) {
+		hs.Protocols = new(http.Protocols)
+		hs.Protocols.SetHTTP1(true)
+		hs.Protocols.SetUnencryptedHTTP2(true)
+	})
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	c := &http.Client{Transport: tr}
 	defer tr.CloseIdleConnections()
 	post := func(path, body string) (*http.Response, string) {
 		t.Helper()
-		resp, err := c.Post(hs.URL+path, "application/json", strings.NewReader(body))
+		resp, err := c.Post(ts.url+path, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -475,8 +442,7 @@ func TestH2C(t *testing.T) {
 	waiter := make(chan string, 1)
 	go func() { _, b := post(wire.PathAcquire, `{"name":"h2c","id":"b","wait_ms":10000}`); waiter <- b }()
 	eventually(t, "waiter queued", func() bool {
-		s, _ := st.Describe(context.Background(), "h2c")
-		return len(s.Waiters) == 1
+		return len(ts.describe("", "h2c").Waiters) == 1
 	})
 	if resp, body := post(wire.PathRelease, `{"name":"h2c","id":"a"}`); resp.StatusCode != 200 {
 		t.Fatalf("release: %d %q", resp.StatusCode, body)
