@@ -191,9 +191,8 @@ func serve(ctx context.Context, env *Env, o *serveOptions) error {
 // Why not all of them: every grant is serialized on the store's lock, and
 // most of a request's cost is the kernel's (loopback TCP, fsync). A second
 // P then mostly spins looking for work and wakes threads, on CPUs that a
-// server usually shares with its clients or other services. The README's
-// benchmark section has what one P instead of two measured on 2 CPUs;
-// hosts with more CPUs were not measured.
+// server usually shares with its clients or other services. Hosts with more
+// CPUs were not measured.
 func serveProcs(env *Env, procs int) int {
 	switch {
 	case procs > 0:
