@@ -12,11 +12,11 @@ import (
 )
 
 // TestClosedBackend: Close ends a waiting Acquire with ErrClosed and later
-// calls fail with ErrClosed, with the h1 client and with net/http (a
-// caller's http.Client).
+// calls fail with ErrClosed, over sema-mux and over net/http (a caller's
+// http.Client).
 func TestClosedBackend(t *testing.T) {
 	srv := startServer(t)
-	t.Run("h1", func(t *testing.T) { testClosedBackend(t, srv, newBackend(t, srv), "closed-h1") })
+	t.Run("sema-mux", func(t *testing.T) { testClosedBackend(t, srv, newBackend(t, srv), "closed-mux") })
 	t.Run("net/http", func(t *testing.T) {
 		b := newBackend(t, srv, func(c *remote.Config) { c.HTTPClient = &http.Client{} })
 		testClosedBackend(t, srv, b, "closed-nethttp")

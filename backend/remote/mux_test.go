@@ -208,7 +208,7 @@ func TestMuxServerRestart(t *testing.T) {
 }
 
 // TestHTTP11Only: the conformance suite's hot calls also work over plain
-// HTTP/1.1 (a server or proxy that refuses the upgrade).
+// HTTP (a server or proxy that refuses the upgrade).
 func TestHTTP11Only(t *testing.T) {
 	srv := startServer(t)
 	open := func(t *testing.T) sema.Backend {
@@ -240,7 +240,7 @@ func waitStopped(t *testing.T, pid int) {
 }
 
 // TestMuxRefused: a server that refuses the upgrade (here a handler that
-// answers 404 on /v1/mux, as a proxy might) is spoken to in HTTP/1.1.
+// answers 404 on /v1/mux, as a proxy might) is spoken to in HTTP.
 func TestMuxRefused(t *testing.T) {
 	st, err := store.Open(store.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -276,7 +276,7 @@ func TestMuxRefused(t *testing.T) {
 		}
 	}
 	if n := upgrades.Load(); n != 1 {
-		t.Fatalf("upgrade asked %d times; want once (then HTTP/1.1 for a while)", n)
+		t.Fatalf("upgrade asked %d times; want once (then HTTP for a while)", n)
 	}
 	if got := remote.MuxDialed(b); got != 0 {
 		t.Fatalf("sema-mux connections: %d", got)

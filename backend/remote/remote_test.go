@@ -80,8 +80,12 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("client Describe: %+v %v (holder ids are for admins)", st, err)
 	}
 	other := newBackend(t, srv, func(c *remote.Config) { c.Token = otherTok })
-	if err := other.Release(ctx, "auth", g.ID); !errors.Is(err, remote.ErrForbidden) {
+	// To another client token the lease is unknown.
+	if err := other.Release(ctx, "auth", g.ID); !errors.Is(err, sema.ErrNotHeld) {
 		t.Fatalf("another client token releases the lease: %v", err)
+	}
+	if _, err := other.Renew(ctx, "auth", g.ID, 10*time.Second); !errors.Is(err, sema.ErrLeaseLost) {
+		t.Fatalf("another client token renews the lease: %v", err)
 	}
 	admin := newBackend(t, srv, func(c *remote.Config) { c.Token = adminTok })
 	if ls, err := admin.List(ctx, "au"); err != nil || len(ls) != 1 || ls[0].Holders[0].ID != g.ID {
@@ -282,5 +286,27 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// pastDeadline is a context whose deadline has passed but whose timer has
+// not fired yet: Done is not closed and Err is nil.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestAcquireDeadlinePassed: an Acquire whose deadline has passed wraps
+// context.DeadlineExceeded, even before the context's timer fires, and
+// never formats a missing cause.
+func TestAcquireDeadlinePassed(t *testing.T) {
+	b, err := remote.New(remote.Config{URL: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	req := sema.Request{Name: "late", ID: "late1", Limit: 1, Weight: 1, TTL: time.Second}
+	_, err = b.Acquire(pastDeadline{context.Background()}, req)
+	if !errors.Is(err, sema.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "%!") {
+		t.Fatalf("Acquire past its deadline: %v", err)
 	}
 }

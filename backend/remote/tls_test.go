@@ -20,8 +20,9 @@ import (
 	"github.com/sema-dev/sema/backend/remote"
 )
 
-// TestHTTPS: the client speaks to a TLS server (HTTP/2), including a long
-// poll that waits for a release.
+// TestHTTPS: the client speaks to a TLS server (sema-mux over TLS for the
+// calls every lock takes, HTTP/2 for the rest), including a long poll that
+// waits for a release.
 func TestHTTPS(t *testing.T) {
 	dir := t.TempDir()
 	pool := writeCert(t, dir)
@@ -54,6 +55,9 @@ func TestHTTPS(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Fatalf("waiter over https: %v", err)
+	}
+	if n := remote.MuxDialed(b); n != 1 {
+		t.Fatalf("sema-mux connections over TLS: %d, want 1", n)
 	}
 	// Without the CA the server is not trusted: an error, not a grant.
 	untrusted, _ := remote.New(remote.Config{URL: "https://" + srv.addr, RetryTimeout: -1})

@@ -38,6 +38,13 @@ type tserver struct {
 // newTS starts the server over a fresh store (or over b if given).
 func newTS(t testing.TB, tokens []Token, b sema.Backend, tweak ...func(*Config)) *tserver {
 	t.Helper()
+	return startTS(t, tokens, b, nil, tweak...)
+}
+
+// startTS is newTS with hsTweak applied to the http.Server before it
+// starts (timeouts, protocols).
+func startTS(t testing.TB, tokens []Token, b sema.Backend, hsTweak func(*http.Server), tweak ...func(*Config)) *tserver {
+	t.Helper()
 	var st *store.Store
 	if b == nil {
 		var err error
@@ -55,8 +62,12 @@ func newTS(t testing.TB, tokens []Token, b sema.Backend, tweak ...func(*Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewUnstartedServer(srv)
 	hs.Config.RegisterOnShutdown(srv.Close)
+	if hsTweak != nil {
+		hsTweak(hs.Config)
+	}
+	hs.Start()
 	t.Cleanup(func() {
 		srv.Close()
 		hs.Close()

@@ -154,10 +154,11 @@ func TestMuxCalls(t *testing.T) {
 	m.send(3, wire.MuxAcquire, `{"name":"mux/a","id":"`+strings.Repeat("b", 16)+`","wait_ms":20000}`)
 	eventually(t, "poll queued", func() bool { return len(ts.describe(adminTok, "mux/a").Waiters) == 1 })
 
-	// Another token may not release alice's lease.
+	// Another token may not release alice's lease: to it, the id is
+	// unknown.
 	bob := mustUpgrade(t, ts, bobTok)
 	bob.send(7, wire.MuxRelease, `{"name":"mux/a","id":"`+l.ID+`"}`)
-	wantMux(t, bob.next(), 7, 403, wire.CodeForbidden)
+	wantMux(t, bob.next(), 7, 404, wire.CodeNotHeld)
 
 	m.send(4, wire.MuxRelease, `{"name":"mux/a","id":"`+l.ID+`"}`)
 	got := m.answers(2)

@@ -16,9 +16,16 @@ type recovered struct {
 	leases  map[string]*record // name\x00id → its grant record, TTL raised by later TTL records
 	fast    map[string]*record // name → its FAST record not followed by UNFAST
 	dropped int                // bytes of a torn tail dropped
+	odd     int                // records honoured with an odd value
+	oddWhy  string             // the first of them
 }
 
 func (st *recovered) apply(r *record) error {
+	if r.odd != "" {
+		if st.odd++; st.oddWhy == "" {
+			st.oddWhy = fmt.Sprintf("%q: %s", r.name, r.odd)
+		}
+	}
 	k := r.name + "\x00" + r.id
 	switch r.kind {
 	case kindGrant:
@@ -105,12 +112,20 @@ func open(cfg Config, lock *os.File) (*Store, error) {
 	if st.dropped > 0 {
 		cfg.Logger.Warn("sema store: dropped the torn end of the log (a crash during a write)", "bytes", st.dropped)
 	}
+	if st.odd > 0 {
+		cfg.Logger.Warn("sema store: honouring records with values that requests may no longer carry",
+			"records", st.odd, "first", st.oddWhy)
+	}
+	if err := checkReserve(cfg, st); err != nil {
+		return nil, err
+	}
 
 	s := &Store{
 		cfg: cfg, log: cfg.Logger, lock: lock, base: time.Now(),
 		names: make(map[string]*entry), revoked: make(map[string]int64), principals: make(map[string]string),
 		queued: make(map[string]*waiter),
 		token:  st.token, reserved: st.token, resDurable: st.token,
+		mark: reserveMark{dir: cfg.Dir, top: st.token},
 	}
 	if err := s.restore(st); err != nil {
 		return nil, err
@@ -247,7 +262,7 @@ func (s *Store) restore(st *recovered) error {
 		l := &lease{
 			e: e, id: r.id, owner: r.owner, host: r.host, principal: s.intern(r.principal),
 			token: r.token, weight: r.weight, ttl: r.ttl,
-			acquired: r.acquired - baseWall, renewed: now, expires: now + int64(r.ttl), pid: int32(r.pid),
+			acquired: r.acquired - baseWall, renewed: now, expires: now + int64(r.ttl), pid: pidOf(r),
 		}
 		e.holders = append(e.holders, l)
 		e.used += l.weight

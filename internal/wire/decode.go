@@ -1,78 +1,72 @@
-package server
+package wire
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"strconv"
-	"sync"
 	"unicode/utf8"
 
-	"github.com/sema-dev/sema/internal/wire"
+	"github.com/sema-dev/sema"
 )
 
-// The hot request bodies (acquire, renew, release) are decoded without
-// reflection when they have the plain shape clients send: one flat object
-// of known lowercase keys, each at most once, strings without escapes,
-// integers. Anything else (escapes, other key spellings, null, floats,
-// unknown fields, bad syntax…) falls back to decodeJSON on the same bytes,
-// so the fast path can only be faster, never different: it accepts a
-// subset of what encoding/json with DisallowUnknownFields accepts, with the
-// same result (FuzzFastDecode checks that).
+// ErrMalformed marks a body that is not one JSON object of the expected
+// shape: bad syntax, a second value, an unknown field, a wrong type.
+var ErrMalformed = errors.New("malformed JSON body")
 
-// bodyBufs holds buffers for request bodies.
-var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-// readBody reads body (an http.MaxBytesReader) into a pooled buffer, then
-// calls decode on it. If the read fails (a body over the limit, a broken
-// connection), the bytes read and the error go to decodeJSON, which
-// reports them exactly as it would have streaming.
-func readBody(body io.Reader, v any, fast func([]byte) bool) error {
-	bp := bodyBufs.Get().(*[]byte)
-	defer putBodyBuf(bp)
-	b, rerr := readAllInto((*bp)[:0], body)
-	*bp = b
-	return decodeBody(b, rerr, v, fast)
-}
-
-func putBodyBuf(bp *[]byte) {
-	if cap(*bp) <= 4096 {
-		bodyBufs.Put(bp)
-	}
-}
-
-// readAllInto appends everything body yields to b, until EOF or an error.
-func readAllInto(b []byte, body io.Reader) ([]byte, error) {
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+// Decode decodes b, one whole request body, into v: exactly one JSON
+// object, unknown fields refused. An error wraps ErrMalformed and
+// sema.ErrInvalidArgument.
+//
+// The requests of the calls every lock takes (*AcquireRequest,
+// *RenewRequest, *ReleaseRequest) are decoded without reflection when
+// they have the plain shape clients send: one flat object of known
+// lowercase keys, each at most once, strings without escapes, integers.
+// Anything else (escapes, other key spellings, null, floats…) goes to
+// encoding/json, so the fast path can only be faster, never different: it
+// accepts a subset of what encoding/json accepts, with the same result
+// (FuzzDecode checks that).
+func Decode(b []byte, v any) error {
+	switch in := v.(type) {
+	case *AcquireRequest:
+		if fastAcquire(b, in) {
+			return nil
 		}
-		n, err := body.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
+	case *RenewRequest:
+		if fastRenew(b, in) {
+			return nil
 		}
-		if err != nil {
-			return b, err
+	case *ReleaseRequest:
+		if fastRelease(b, in) {
+			return nil
 		}
 	}
+	return decodeStrict(b, v)
 }
 
-// decodeBody decodes a body read whole (b), or in part when reading it
-// failed with rerr: the fast path when it applies, else decodeJSON.
-func decodeBody(b []byte, rerr error, v any, fast func([]byte) bool) error {
-	if rerr == nil && fast(b) {
+// decodeStrict is Decode by encoding/json alone.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("data after the JSON object")
+			if terr != nil && !errors.As(terr, new(*json.SyntaxError)) {
+				err = terr
+			}
+		}
+	}
+	if err == nil {
 		return nil
 	}
-	var r io.Reader = bytes.NewReader(b)
-	if rerr != nil {
-		r = io.MultiReader(r, errReader{rerr})
+	if errors.Is(err, io.EOF) {
+		err = errors.New("empty body")
 	}
-	return decodeJSON(r, v)
+	return fmt.Errorf("%w: %w: %s", ErrMalformed, sema.ErrInvalidArgument, err.Error())
 }
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // fastObject calls field for each key of the flat object in p, with the
 // raw value (a string's contents without quotes, or a number's text). It
@@ -208,8 +202,8 @@ func fastInto[T any](p []byte, dst *T, field func(in *T, seen *uint, key, val []
 	return true
 }
 
-func fastAcquire(p []byte, dst *wire.AcquireRequest) bool {
-	return fastInto(p, dst, func(in *wire.AcquireRequest, seen *uint, key, val []byte, str bool) bool {
+func fastAcquire(p []byte, dst *AcquireRequest) bool {
+	return fastInto(p, dst, func(in *AcquireRequest, seen *uint, key, val []byte, str bool) bool {
 		switch string(key) {
 		case "name":
 			return fastStr(&in.Name, val, str, seen, 1)
@@ -239,8 +233,8 @@ func fastAcquire(p []byte, dst *wire.AcquireRequest) bool {
 	})
 }
 
-func fastRenew(p []byte, dst *wire.RenewRequest) bool {
-	return fastInto(p, dst, func(in *wire.RenewRequest, seen *uint, key, val []byte, str bool) bool {
+func fastRenew(p []byte, dst *RenewRequest) bool {
+	return fastInto(p, dst, func(in *RenewRequest, seen *uint, key, val []byte, str bool) bool {
 		switch string(key) {
 		case "name":
 			return fastStr(&in.Name, val, str, seen, 1)
@@ -253,8 +247,8 @@ func fastRenew(p []byte, dst *wire.RenewRequest) bool {
 	})
 }
 
-func fastRelease(p []byte, dst *wire.ReleaseRequest) bool {
-	return fastInto(p, dst, func(in *wire.ReleaseRequest, seen *uint, key, val []byte, str bool) bool {
+func fastRelease(p []byte, dst *ReleaseRequest) bool {
+	return fastInto(p, dst, func(in *ReleaseRequest, seen *uint, key, val []byte, str bool) bool {
 		switch string(key) {
 		case "name":
 			return fastStr(&in.Name, val, str, seen, 1)

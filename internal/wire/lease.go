@@ -1,27 +1,25 @@
-package remote
+package wire
 
 import (
 	"bytes"
 	"strconv"
 	"time"
-
-	"github.com/sema-dev/sema/internal/wire"
 )
 
-// fastLease decodes the common answer {"lease":{...}} without reflection.
+// ParseLease decodes the common answer {"lease":{...}} without reflection.
 // It handles exactly what the server writes on success: a flat object of
 // strings without escapes, integers, one float and RFC 3339 times. On
 // anything else (an error body, escapes, an unknown field, odd spacing…)
 // it reports ok == false and the caller falls back to encoding/json, so it
-// can only be faster, never different (FuzzFastLease checks that).
+// can only be faster, never different (FuzzParseLease checks that).
 //
 // The lease is decoded into *out. The name, ID and owner that *out holds on
 // entry are hints: a decoded string equal to one of them reuses it instead
 // of allocating (the server answers with the caller's own strings). *out is
 // undefined when ok is false and zero (but for the hints) when empty.
-func fastLease(body []byte, out *wire.Lease) (empty, ok bool) {
+func ParseLease(body []byte, out *Lease) (empty, ok bool) {
 	hints := [3]string{out.Name, out.ID, out.Owner}
-	*out = wire.Lease{}
+	*out = Lease{}
 	p := bytes.TrimLeft(body, " \t\r\n")
 	p = bytes.TrimRight(p, " \t\r\n")
 	if string(p) == "{}" {
@@ -34,7 +32,7 @@ func fastLease(body []byte, out *wire.Lease) (empty, ok bool) {
 	p = p[len(prefix) : len(p)-2]
 	seen := 0
 	for len(p) > 0 {
-		key, rest, ok := fastString(p)
+		key, rest, ok := plainString(p)
 		if !ok || len(rest) == 0 || rest[0] != ':' {
 			return false, false
 		}
@@ -44,7 +42,7 @@ func fastLease(body []byte, out *wire.Lease) (empty, ok bool) {
 		case "name", "id", "owner", "acquired_at", "expires_at":
 			var s []byte
 			quoted := p
-			if s, p, ok = fastString(p); !ok {
+			if s, p, ok = plainString(p); !ok {
 				return false, false
 			}
 			switch string(key) {
@@ -67,8 +65,7 @@ func fastLease(body []byte, out *wire.Lease) (empty, ok bool) {
 			}
 		case "token", "weight", "limit", "ttl_ms":
 			var n []byte
-			n, p = fastNumber(p)
-			if !jsonNumber(n) {
+			if n, p, ok = plainInt(p); !ok {
 				return false, false
 			}
 			switch string(key) {
@@ -125,22 +122,6 @@ func hinted(s []byte, hints *[3]string) string {
 		}
 	}
 	return string(s)
-}
-
-// fastString reads a JSON string without escapes or control characters.
-func fastString(p []byte) (s, rest []byte, ok bool) {
-	if len(p) < 2 || p[0] != '"' {
-		return nil, p, false
-	}
-	for i := 1; i < len(p); i++ {
-		switch c := p[i]; {
-		case c == '"':
-			return p[1:i], p[i+1:], true
-		case c == '\\' || c < 0x20 || c >= 0x80:
-			return nil, p, false // escapes and non-ASCII: leave them to encoding/json
-		}
-	}
-	return nil, p, false
 }
 
 // fastNumber splits off the characters a JSON number may contain.

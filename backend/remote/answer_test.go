@@ -2,68 +2,12 @@ package remote
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"reflect"
 	"testing"
-	"time"
-	"unicode/utf8"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/wire"
 )
-
-func TestAppendAcquire_roundTrips(t *testing.T) {
-	req := sema.Request{
-		Name: "a/\"b\"\\c\u00e9\u2028", ID: "id-1", Owner: "me\tthere", Limit: 3, Weight: 2,
-		TTL: 1500*time.Millisecond + 1, Host: "h", PID: 42,
-	}
-	var got wire.AcquireRequest
-	dec := json.NewDecoder(bytes.NewReader(appendAcquire(nil, &req, 250)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&got); err != nil {
-		t.Fatal(err)
-	}
-	want := wire.AcquireRequest{Name: req.Name, Limit: 3, Weight: 2, TTLMillis: 1501, Owner: req.Owner,
-		ID: "id-1", WaitMillis: 250, Host: "h", PID: 42}
-	if got != want {
-		t.Fatalf("got %+v, want %+v", got, want)
-	}
-}
-
-func TestAppendRenewAndRelease(t *testing.T) {
-	var r wire.RenewRequest
-	if err := json.Unmarshal(appendRenew(nil, "n", "i", time.Second), &r); err != nil || r != (wire.RenewRequest{Name: "n", ID: "i", TTLMillis: 1000}) {
-		t.Fatalf("renew: %+v %v", r, err)
-	}
-	var f wire.ForceReleaseRequest
-	if err := json.Unmarshal(appendNameID(nil, "n", ""), &f); err != nil || f != (wire.ForceReleaseRequest{Name: "n"}) {
-		t.Fatalf("force: %+v %v", f, err)
-	}
-}
-
-// FuzzAppendString checks the hand-written JSON string encoder against
-// encoding/json for any input.
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", `q"uote\`, "\x00\x1f\x7f", "é€𝄞", "\xff\xfe", "a\u2028b", "<&>"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		b := appendString(nil, s)
-		var got string
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatalf("%q encodes to invalid JSON %q: %v", s, b, err)
-		}
-		want := s
-		if !utf8.ValidString(s) { // encoding/json's replacement, byte by byte
-			rb, _ := json.Marshal(s)
-			_ = json.Unmarshal(rb, &want)
-		}
-		if got != want {
-			t.Fatalf("%q round-trips to %q, want %q", s, got, want)
-		}
-	})
-}
 
 // FuzzAnswer feeds arbitrary server answers to the decoder: never a panic,
 // always an error wrapping a sema sentinel or one of ours, or a lease.
@@ -163,44 +107,4 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.Validate(); !errors.Is(err, sema.ErrInvalidArgument) {
 		t.Errorf("negative timeout: %v", err)
 	}
-}
-
-// FuzzFastLease: whenever the fast decoder accepts an answer, it decodes it
-// exactly as encoding/json does.
-func FuzzFastLease(f *testing.F) {
-	f.Add([]byte(`{"lease":{"name":"n","id":"i","token":7,"owner":"o","weight":1,"limit":2,` +
-		`"acquired_at":"2025-01-02T03:04:05.123456789Z","expires_at":"2025-01-02T03:04:20+02:00","ttl_ms":15000,"waited_ms":0.25}}`))
-	f.Add([]byte(`   {}`))
-	f.Add([]byte(`{"lease":{}}`))
-	f.Add([]byte(`{"lease":{"token":01}}`))
-	f.Add([]byte(`{"lease":{"waited_ms":1e400}}`))
-	f.Add([]byte(`{"lease":{"name":"a\"b"}}`))
-	f.Add([]byte(`{"lease":{"acquired_at":"2025-13-02T03:04:05Z"}}`))
-	f.Add([]byte(`{"lease":{"name":"a","name":"b"}}`))
-	f.Add([]byte(`{"lease":{"name":"a"},"error":{"code":"x"}}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		// The hints must never change the result, only spare allocations.
-		l := &wire.Lease{Name: "n", ID: "i", Owner: "o"}
-		empty, ok := fastLease(body, l)
-		if !ok {
-			return
-		}
-		var plain wire.Lease
-		if e, ok := fastLease(body, &plain); !ok || e != empty || !reflect.DeepEqual(plain, *l) {
-			t.Fatalf("%q: hints changed the result: %#v, without %#v", body, *l, plain)
-		}
-		var env wire.Envelope
-		if err := json.Unmarshal(body, &env); err != nil {
-			t.Fatalf("fast path accepted %q, encoding/json: %v", body, err)
-		}
-		if env.Error != nil || empty != (env.Lease == nil) {
-			t.Fatalf("%q: fast empty=%v, encoding/json %+v", body, empty, env)
-		}
-		if empty {
-			return
-		}
-		if !reflect.DeepEqual(*l, *env.Lease) {
-			t.Fatalf("%q:\nfast %#v\njson %#v", body, *l, *env.Lease)
-		}
-	})
 }
