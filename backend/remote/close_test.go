@@ -9,6 +9,7 @@ import (
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/remote"
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 // TestClosedBackend: Close ends a waiting Acquire with ErrClosed and later
@@ -23,7 +24,7 @@ func TestClosedBackend(t *testing.T) {
 	})
 }
 
-func testClosedBackend(t *testing.T, srv *server, b *remote.Backend, name string) {
+func testClosedBackend(t *testing.T, srv *testenv.Sema, b *remote.Backend, name string) {
 	ctx := context.Background()
 	holder, err := b.TryAcquire(ctx, sema.Request{Name: name, ID: "holder", Limit: 1, Weight: 1, TTL: 10 * time.Second})
 	if err != nil {
@@ -45,7 +46,7 @@ func testClosedBackend(t *testing.T, srv *server, b *remote.Backend, name string
 		if !errors.Is(err, sema.ErrClosed) {
 			t.Fatalf("waiting Acquire after Close: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("Close did not end the waiting Acquire")
 	}
 	if err := b.Release(ctx, name, holder.ID); !errors.Is(err, sema.ErrClosed) {
