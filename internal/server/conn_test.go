@@ -53,7 +53,7 @@ func (c *rawConn) send(reqs ...string) {
 
 func (c *rawConn) read(method string) (*http.Response, string) {
 	c.t.Helper()
-	_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = c.nc.SetReadDeadline(time.Now().Add(hangGuard))
 	resp, err := http.ReadResponse(c.br, &http.Request{Method: method})
 	if err != nil {
 		c.t.Fatal(err)
@@ -137,14 +137,31 @@ func TestKeepAliveConnection(t *testing.T) {
 		t.Fatalf("GET acquire: %d %q", resp.StatusCode, body)
 	}
 
-	// A body over the limit: 413, and the connection closes.
-	c.send(fmt.Sprintf("POST %s HTTP/1.1\r\nHost: sema\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n",
-		wire.PathAcquire, aliceTok, wire.MaxBodyBytes+1))
+	// A body over the limit, sent: 413, and the connection closes (once
+	// net/http has read past the body, which it does for bodies up to
+	// 256 KiB; see TestHugeBodyClosesAtOnce for larger ones).
+	c.send(fmt.Sprintf("POST %s HTTP/1.1\r\nHost: sema\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s",
+		wire.PathAcquire, aliceTok, wire.MaxBodyBytes+1, strings.Repeat(" ", wire.MaxBodyBytes+1)))
 	if resp, body = c.read("POST"); resp.StatusCode != 413 || !resp.Close {
 		t.Fatalf("huge body: %d %q close=%v", resp.StatusCode, body, resp.Close)
 	}
-	if _, err := c.br.ReadByte(); err == nil {
-		t.Fatal("the connection stayed open after a body over the limit")
+	if _, err := c.br.ReadByte(); err != io.EOF {
+		t.Fatalf("after a body over the limit: %v; want the connection closed", err)
+	}
+}
+
+// TestHugeBodyClosesAtOnce: a request that announces a body far over the
+// limit is answered 413 without reading it, and its connection closes at
+// once, whether or not the client sends the body.
+func TestHugeBodyClosesAtOnce(t *testing.T) {
+	ts := newTS(t, nil, nil)
+	c := dialRaw(t, ts)
+	c.send(fmt.Sprintf("POST %s HTTP/1.1\r\nHost: sema\r\nContent-Length: %d\r\n\r\n", wire.PathAcquire, 1<<30))
+	if resp, body := c.read("POST"); resp.StatusCode != 413 || !resp.Close {
+		t.Fatalf("huge body: %d %q close=%v", resp.StatusCode, body, resp.Close)
+	}
+	if _, err := c.br.ReadByte(); err != io.EOF {
+		t.Fatalf("after a huge body: %v; want the connection closed", err)
 	}
 }
 
@@ -155,18 +172,31 @@ func TestLongPollOnKeepAlive(t *testing.T) {
 	ts := newTS(t, nil, nil, fastHeartbeat)
 	c := dialRaw(t, ts)
 	held := queueWaiter(t, ts, c, "h1/lp")
-	time.Sleep(100 * time.Millisecond) // heartbeats
+	// The head goes out with the first heartbeat: read it and a space,
+	// then release.
+	_ = c.nc.SetReadDeadline(time.Time{})
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: "POST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(resp.Body, first); resp.StatusCode != 200 || err != nil || first[0] != ' ' {
+		t.Fatalf("long poll: %d, first byte %q, %v; want 200 and a space", resp.StatusCode, first, err)
+	}
 	ts.do("POST", wire.PathRelease, "", wire.ReleaseRequest{Name: "h1/lp", ID: held.ID})
-	resp, body := c.read("POST")
-	if resp.StatusCode != 200 || !strings.HasPrefix(body, " ") || leaseIn(t, body).ID != "w1" {
-		t.Fatalf("long poll: %d %q", resp.StatusCode, body)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil || leaseIn(t, string(rest)).ID != "w1" {
+		t.Fatalf("long poll after the heartbeat: %q, %v", rest, err)
 	}
 
 	// A wait that runs out after heartbeats: the error inside the 200.
-	c.send(rawPost(wire.PathAcquire, "", `{"name":"h1/lp","id":"w3","wait_ms":150}`))
-	resp, body = c.read("POST")
-	if resp.StatusCode != 200 || !strings.HasPrefix(body, " ") || !strings.Contains(body, wire.CodeNotAcquired) {
-		t.Fatalf("wait ran out: %d %q", resp.StatusCode, body)
+	body := waitRunsOutAfterHeartbeat(t, func(waitMs int64) (int, string) {
+		c.send(rawPost(wire.PathAcquire, "", fmt.Sprintf(`{"name":"h1/lp","id":"w3","wait_ms":%d}`, waitMs)))
+		resp, body := c.read("POST")
+		return resp.StatusCode, body
+	})
+	if !strings.Contains(body, wire.CodeNotAcquired) {
+		t.Fatalf("wait ran out: %q", body)
 	}
 
 	// Hang up while waiting: dequeued, and nothing is granted to nobody.
@@ -200,7 +230,7 @@ func TestShutdownClosesConnections(t *testing.T) {
 	if resp, body := waiting.read("POST"); resp.StatusCode != 503 || !strings.Contains(body, wire.CodeClosed) {
 		t.Fatalf("waiter at shutdown: %d %q", resp.StatusCode, body)
 	}
-	_ = idle.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = idle.nc.SetReadDeadline(time.Now().Add(hangGuard))
 	if _, err := idle.br.ReadByte(); err != io.EOF {
 		t.Fatalf("idle connection after shutdown: %v", err)
 	}
@@ -318,7 +348,7 @@ func TestConnectionTimeouts(t *testing.T) {
 				c.send(tc.send)
 			}
 			// net/http may answer 400 first; then the connection closes.
-			_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_ = c.nc.SetReadDeadline(time.Now().Add(hangGuard))
 			if rest, err := io.ReadAll(c.br); err != nil {
 				t.Fatalf("the connection stayed open: %v (read %q)", err, rest)
 			}
@@ -398,7 +428,13 @@ func TestLongPollOutlivesIdleTimeout(t *testing.T) {
 
 	c := dialRaw(t, ts)
 	held := queueWaiter(t, ts, c, "h1/idle")
-	time.Sleep(500 * time.Millisecond) // five idle timeouts
+	// A connection opened now and left idle is closed once the timeout
+	// has passed: by then the poll has outlived it.
+	idle := dialRaw(t, ts)
+	_ = idle.nc.SetReadDeadline(time.Now().Add(hangGuard))
+	if _, err := idle.br.ReadByte(); err != io.EOF {
+		t.Fatalf("an idle connection: %v; want it closed", err)
+	}
 	if st := ts.describe("", "h1/idle"); len(st.Waiters) != 1 {
 		t.Fatalf("the waiter left the queue during its long poll: %+v", st)
 	}

@@ -151,12 +151,18 @@ func wantErr(t *testing.T, r reply, status int, code string) {
 	}
 }
 
+// hangGuard bounds a wait for something that must happen, so that a test
+// that would hang fails with its own message instead. It is no measure of
+// speed: far beyond what a loaded machine takes.
+const hangGuard = 2 * time.Minute
+
+// eventually waits until cond holds, checking every few milliseconds.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in 10s", what)
+			t.Fatalf("%s: not reached in %v", what, hangGuard)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -69,7 +69,7 @@ func (m *muxClient) send(tag uint32, op byte, body string) {
 // next reads the next answer.
 func (m *muxClient) next() muxAnswer {
 	m.t.Helper()
-	a, err := m.tryNext(10 * time.Second)
+	a, err := m.tryNext(hangGuard)
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func (m *muxClient) answers(n int) map[uint32]muxAnswer {
 // closed reports whether the server closed the connection.
 func (m *muxClient) closed() bool {
 	m.t.Helper()
-	_, err := m.tryNext(5 * time.Second)
+	_, err := m.tryNext(hangGuard)
 	return err == io.EOF || err != nil && strings.Contains(err.Error(), "reset")
 }
 
@@ -268,7 +268,7 @@ func TestMuxBadFrames(t *testing.T) {
 				t.Fatal(err)
 			}
 			for {
-				a, err := m.tryNext(5 * time.Second)
+				a, err := m.tryNext(hangGuard)
 				if err != nil {
 					break // closed
 				}
@@ -344,22 +344,58 @@ func TestMuxManyPolls(t *testing.T) {
 }
 
 // TestMuxIdleTimeout: a connection that carries calls stays open past the
-// idle timeout, one with polls in flight too; an idle one is closed.
+// idle timeout, one with polls in flight too; an idle one is closed. The
+// timeout counts from the last bytes read (re-armed once less than half of
+// it is left): a round in which the busy connection, closed, had gone
+// quiet for half the timeout (a stalled machine) proves nothing and is
+// repeated.
 func TestMuxIdleTimeout(t *testing.T) {
-	ts := timedTS(t, 300*time.Millisecond, time.Second, time.Second)
+	const idleTimeout = time.Second
+	ts := timedTS(t, idleTimeout, time.Second, time.Second)
+	for round := 0; round < 5; round++ {
+		if muxIdleRound(t, ts, fmt.Sprintf("mux/idle%d", round), idleTimeout) {
+			return
+		}
+	}
+	t.Fatal("the machine stalled in every round")
+}
+
+// muxIdleRound runs one round of TestMuxIdleTimeout on name; false: the
+// round proves nothing.
+func muxIdleRound(t *testing.T, ts *tserver, name string, idleTimeout time.Duration) bool {
 	busy, polling, idle := mustUpgrade(t, ts, ""), mustUpgrade(t, ts, ""), mustUpgrade(t, ts, "")
-	busy.send(1, wire.MuxAcquire, `{"name":"mux/idle"}`)
+	defer busy.nc.Close()
+	defer polling.nc.Close()
+	busy.send(1, wire.MuxAcquire, `{"name":"`+name+`"}`)
 	l := leaseIn(t, busy.next().body)
-	polling.send(1, wire.MuxAcquire, `{"name":"mux/idle","wait_ms":5000}`)
-	for i := range 10 {
-		time.Sleep(100 * time.Millisecond)
-		busy.send(uint32(2+i), wire.MuxRenew, `{"name":"mux/idle","id":"`+l.ID+`","ttl_ms":5000}`)
-		wantMux(t, busy.next(), uint32(2+i), 200, "")
+	polling.send(1, wire.MuxAcquire, `{"name":"`+name+`","wait_ms":600000}`)
+	idleClosed := make(chan bool, 1)
+	go func() { idleClosed <- idle.closed() }()
+	var quiet time.Duration // the longest time busy sent nothing
+	last := time.Now()
+	for tag := uint32(2); ; tag++ {
+		select {
+		case closed := <-idleClosed:
+			if !closed {
+				t.Fatal("idle connection still open")
+			}
+			busy.send(1000, wire.MuxRelease, `{"name":"`+name+`","id":"`+l.ID+`"}`)
+			wantMux(t, busy.next(), 1000, 200, "")
+			wantMux(t, polling.next(), 1, 200, "")
+			return true
+		default:
+		}
+		busy.send(tag, wire.MuxRenew, `{"name":"`+name+`","id":"`+l.ID+`","ttl_ms":60000}`)
+		a, err := busy.tryNext(hangGuard)
+		quiet, last = max(quiet, time.Since(last)), time.Now()
+		if err == nil {
+			wantMux(t, a, tag, 200, "")
+			continue
+		}
+		if quiet < idleTimeout/2 {
+			t.Fatalf("a connection that sent a call at least every %v was closed: %v", quiet, err)
+		}
+		t.Logf("the busy connection went quiet for %v (a stalled machine) and was closed: again", quiet)
+		return false
 	}
-	if !idle.closed() {
-		t.Fatal("idle connection still open")
-	}
-	busy.send(20, wire.MuxRelease, `{"name":"mux/idle","id":"`+l.ID+`"}`)
-	wantMux(t, busy.next(), 20, 200, "")
-	wantMux(t, polling.next(), 1, 200, "")
 }
