@@ -18,7 +18,7 @@ import (
 func TestCLIAgainstServer(t *testing.T) {
 	srv := startServer(t)
 	b := newBackend(t, srv)
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.HangGuard)
 	defer cancel()
 	be := "--backend=" + srv.URL
 	const name = "cli/lock"
@@ -98,7 +98,7 @@ func TestCLIAgainstServer(t *testing.T) {
 			o, e, c, err := testenv.RunSema(t, ctx, nil, "run", be, "--wait=30s", name, "--", "sh", "-c", `echo "token=$SEMA_TOKEN"`)
 			done <- out{o, e, c, err}
 		}()
-		waitFor(t, func() bool {
+		testenv.WaitFor(t, "the waiter queued", func() bool {
 			st, err := b.Describe(ctx, name)
 			return err == nil && len(st.Waiters) == 1
 		})

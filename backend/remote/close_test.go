@@ -36,24 +36,19 @@ func testClosedBackend(t *testing.T, srv *testenv.Sema, b *remote.Backend, name 
 		errc <- err
 	}()
 	peer := newBackend(t, srv)
-	waitFor(t, func() bool {
+	testenv.WaitFor(t, "the waiter queued", func() bool {
 		st, err := peer.Describe(ctx, name)
 		return err == nil && len(st.Waiters) == 1
 	})
 	b.Close()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, sema.ErrClosed) {
-			t.Fatalf("waiting Acquire after Close: %v", err)
-		}
-	case <-time.After(hangGuard):
-		t.Fatal("Close did not end the waiting Acquire")
+	if err := testenv.Await(t, "Close ending the waiting Acquire", errc); !errors.Is(err, sema.ErrClosed) {
+		t.Fatalf("waiting Acquire after Close: %v", err)
 	}
 	if err := b.Release(ctx, name, holder.ID); !errors.Is(err, sema.ErrClosed) {
 		t.Fatalf("Release after Close: %v", err)
 	}
 	// The server dequeued the waiter when its poll was cut.
-	waitFor(t, func() bool {
+	testenv.WaitFor(t, "the waiter dequeued", func() bool {
 		st, err := peer.Describe(ctx, name)
 		return err == nil && len(st.Waiters) == 0
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/remote"
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 // holding is one grant as a client saw it.
@@ -92,7 +93,7 @@ func TestKillRestartUnderLoad(t *testing.T) {
 	}
 	waitGrants := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(hangGuard)
+		deadline := time.Now().Add(testenv.HangGuard)
 		for count() < n {
 			if time.Now().After(deadline) {
 				t.Fatalf("only %d grants, want %d (errors %d)", count(), n, errs.Load())

@@ -16,6 +16,7 @@ import (
 	"github.com/sema-dev/sema/backendtest"
 	semaserver "github.com/sema-dev/sema/internal/server"
 	"github.com/sema-dev/sema/internal/store"
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -47,7 +48,7 @@ func TestMuxConcurrentCalls(t *testing.T) {
 				if i%5 == 4 {
 					id = "not-" + id
 				}
-				errs[i] = b.ReleaseBy(ctx, fmt.Sprintf("mux/%d", i), id, time.Now().Add(hangGuard))
+				errs[i] = b.ReleaseBy(ctx, fmt.Sprintf("mux/%d", i), id, time.Now().Add(testenv.HangGuard))
 			})
 		}
 		close(start)
@@ -125,7 +126,7 @@ func TestMuxCancelledAcquire(t *testing.T) {
 		errc := make(chan error, 1)
 		go func() { _, err := b.Acquire(wctx, w); errc <- err }()
 		if i%2 == 0 {
-			waitFor(t, func() bool {
+			testenv.WaitFor(t, "the waiter queued", func() bool {
 				st, err := b.Describe(ctx, req.Name)
 				return err == nil && len(st.Waiters) == 1
 			})
@@ -166,21 +167,16 @@ func TestMuxStalledServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Freeze()
-	waitFor(t, srv.Stopped) // kill(2) returns before the process stops
+	testenv.WaitFor(t, "the server stopped", srv.Stopped) // kill(2) returns before the process stops
 	released := make(chan error, 1)
 	go func() { released <- b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(300*time.Millisecond)) }()
-	select {
-	case err := <-released:
-		if !errors.Is(err, sema.ErrUnavailable) {
-			t.Fatalf("release against a frozen server: %v", err)
-		}
-	case <-time.After(hangGuard):
-		t.Fatal("a release against a frozen server outlived its deadline")
+	if err := testenv.Await(t, "a release against a frozen server", released); !errors.Is(err, sema.ErrUnavailable) {
+		t.Fatalf("release against a frozen server: %v", err)
 	}
 	srv.Thaw()
 	// The frozen server reads that release once it runs: the lease is
 	// released, or a second release does it.
-	if err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(hangGuard)); err != nil && !errors.Is(err, sema.ErrNotHeld) {
+	if err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(testenv.HangGuard)); err != nil && !errors.Is(err, sema.ErrNotHeld) {
 		t.Fatalf("release after the server resumed: %v", err)
 	}
 	if st, err := b.Describe(ctx, req.Name); err != nil || len(st.Holders) != 0 {
@@ -206,7 +202,7 @@ func TestMuxServerRestart(t *testing.T) {
 		if _, err := b.TryAcquire(ctx, req); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(hangGuard)); err != nil {
+		if err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(testenv.HangGuard)); err != nil {
 			t.Fatalf("release %d: %v", i, err)
 		}
 		srv.Restart(t, true)

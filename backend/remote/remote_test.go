@@ -136,7 +136,7 @@ func TestUnreachable(t *testing.T) {
 func TestAcquireSurvivesRestart(t *testing.T) {
 	srv := startServer(t)
 	b := newBackend(t, srv)
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.HangGuard)
 	defer cancel()
 	req := func(id string) sema.Request {
 		return sema.Request{Name: "restart", ID: id, Limit: 1, Weight: 1, TTL: time.Second}
@@ -154,7 +154,7 @@ func TestAcquireSurvivesRestart(t *testing.T) {
 		g, err := b.Acquire(ctx, req("waiter"))
 		done <- result{g, err}
 	}()
-	waitFor(t, func() bool {
+	testenv.WaitFor(t, "the waiter queued", func() bool {
 		st, err := b.Describe(ctx, "restart")
 		return err == nil && len(st.Waiters) == 1
 	})
@@ -211,7 +211,7 @@ func TestLongPollCapRepolls(t *testing.T) {
 				g, err := b.Acquire(ctx, sema.Request{Name: name, ID: "waiter", Limit: 1, Weight: 1, TTL: time.Minute})
 				done <- result{g, err}
 			}()
-			waitFor(t, func() bool { return metric(t, srv, ended) >= before+3 })
+			testenv.WaitFor(t, "three polls ended at the cap", func() bool { return metric(t, srv, ended) >= before+3 })
 			select {
 			case r := <-done:
 				t.Fatalf("Acquire returned while held: %+v %v", r.g, r.err)
@@ -282,17 +282,13 @@ func TestStalledServer(t *testing.T) {
 		granted <- w
 	}()
 	peer := newBackend(t, srv)
-	waitFor(t, func() bool {
+	testenv.WaitFor(t, "the waiter queued", func() bool {
 		st, err := peer.Describe(context.Background(), "stall")
 		return err == nil && len(st.Waiters) == 1
 	})
 	srv.Freeze()
-	waitFor(t, srv.Stopped)
-	select { // on its own: the server answers nothing now
-	case <-l.Done():
-	case <-time.After(hangGuard):
-		t.Fatal("the lease is still live long after the server froze")
-	}
+	testenv.WaitFor(t, "the server stopped", srv.Stopped)
+	testenv.Await(t, "the lease ending while the server is frozen", l.Done()) // on its own: the server answers nothing now
 	if !errors.Is(l.Err(), sema.ErrLeaseLost) {
 		t.Fatalf("lease error %v", l.Err())
 	}
@@ -305,13 +301,8 @@ func TestStalledServer(t *testing.T) {
 	defer cancel()
 	renewed := make(chan error, 1)
 	go func() { _, err := newBackend(t, srv, slow).Renew(ctx, "stall", l.ID(), ttl); renewed <- err }()
-	select {
-	case err := <-renewed:
-		if !errors.Is(err, sema.ErrUnavailable) {
-			t.Fatalf("Renew against a frozen server: %v", err)
-		}
-	case <-time.After(hangGuard):
-		t.Fatal("Renew against a frozen server outlived its context")
+	if err := testenv.Await(t, "a Renew against a frozen server", renewed); !errors.Is(err, sema.ErrUnavailable) {
+		t.Fatalf("Renew against a frozen server: %v", err)
 	}
 	srv.Thaw()
 	w := <-granted

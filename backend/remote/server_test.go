@@ -3,7 +3,6 @@ package remote_test
 import (
 	"net"
 	"testing"
-	"time"
 
 	"github.com/sema-dev/sema/backend/remote"
 	"github.com/sema-dev/sema/internal/testenv"
@@ -43,21 +42,4 @@ func newBackend(t testing.TB, s *testenv.Sema, mod ...func(*remote.Config)) *rem
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b
-}
-
-// hangGuard bounds a wait for something that must happen, so that a test
-// that would hang fails with its own message instead. It is no measure of
-// speed: far beyond what a loaded machine takes.
-const hangGuard = 2 * time.Minute
-
-// waitFor polls cond (a test helper, not a product path) until it holds.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", hangGuard)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

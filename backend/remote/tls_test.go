@@ -22,7 +22,7 @@ func TestHTTPS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.HangGuard)
 	defer cancel()
 	req := func(id string) sema.Request {
 		return sema.Request{Name: "tls", ID: id, Limit: 1, Weight: 1, TTL: 10 * time.Second}
@@ -36,7 +36,7 @@ func TestHTTPS(t *testing.T) {
 		_, err := b.Acquire(ctx, req("waiter"))
 		got <- err
 	}()
-	waitFor(t, func() bool {
+	testenv.WaitFor(t, "the waiter queued", func() bool {
 		st, err := b.Describe(ctx, "tls")
 		return err == nil && len(st.Waiters) == 1
 	})

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -129,7 +130,7 @@ func TestAttackMuxNoRead(t *testing.T) {
 	other.send(9, wire.MuxAcquire, `{"name":"nr/other"}`)
 	wantMux(t, other.next(), 9, 200, "")
 	other.nc.Close()
-	eventually(t, "the server closes the connection that does not read", func() bool {
+	testenv.WaitFor(t, "the server closes the connection that does not read", func() bool {
 		ts.srv.connMu.Lock()
 		defer ts.srv.connMu.Unlock()
 		return len(ts.srv.conns) == 0
@@ -229,7 +230,7 @@ func TestAttackHeadOfLine(t *testing.T) {
 	go func() {
 		waiter <- ts.acquire("", wire.AcquireRequest{Name: "hol", ID: "W", TTLMillis: 60000, WaitMillis: 20000})
 	}()
-	eventually(t, "W queued", func() bool { return len(ts.describe("", "hol").Waiters) == 1 })
+	testenv.WaitFor(t, "W queued", func() bool { return len(ts.describe("", "hol").Waiters) == 1 })
 	ts.do("POST", wire.PathRelease, "", wire.ReleaseRequest{Name: "hol", ID: "H"})
 	held := (<-waiter).env.Lease
 	if held == nil {
@@ -239,7 +240,7 @@ func TestAttackHeadOfLine(t *testing.T) {
 	go func() { _, _ = io.WriteString(piper.nc, strings.Repeat(releaseZZ, 60_000)) }()
 	flooder := mustUpgrade(t, ts, "")
 	flooder.send(1, wire.MuxAcquire, `{"name":"hol","id":"X","ttl_ms":60000,"wait_ms":60000}`)
-	eventually(t, "X queued", func() bool { return len(ts.describe("", "hol").Waiters) == 1 })
+	testenv.WaitFor(t, "X queued", func() bool { return len(ts.describe("", "hol").Waiters) == 1 })
 	frame := wire.AppendMuxRequest(nil, 2, wire.MuxRelease, []byte(`{"name":"zz","id":"zz"}`))
 	go func() { // blocks once the server stops reading
 		for range 100 {
@@ -248,7 +249,7 @@ func TestAttackHeadOfLine(t *testing.T) {
 			}
 		}
 	}()
-	eventually(t, "the server's writes to the flooder block", func() bool {
+	testenv.WaitFor(t, "the server's writes to the flooder block", func() bool {
 		ts.srv.connMu.Lock()
 		defer ts.srv.connMu.Unlock()
 		for m := range ts.srv.conns {
@@ -261,7 +262,7 @@ func TestAttackHeadOfLine(t *testing.T) {
 		}
 		return false
 	})
-	victim := &http.Client{Timeout: hangGuard}
+	victim := &http.Client{Timeout: testenv.HangGuard}
 	defer victim.CloseIdleConnections()
 	resp, err := victim.Post(ts.url+wire.PathRelease, "application/json",
 		strings.NewReader(`{"name":"hol","id":"`+held.ID+`"}`))

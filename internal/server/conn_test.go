@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -53,7 +54,7 @@ func (c *rawConn) send(reqs ...string) {
 
 func (c *rawConn) read(method string) (*http.Response, string) {
 	c.t.Helper()
-	_ = c.nc.SetReadDeadline(time.Now().Add(hangGuard))
+	_ = c.nc.SetReadDeadline(time.Now().Add(testenv.HangGuard))
 	resp, err := http.ReadResponse(c.br, &http.Request{Method: method})
 	if err != nil {
 		c.t.Fatal(err)
@@ -201,9 +202,9 @@ func TestLongPollOnKeepAlive(t *testing.T) {
 
 	// Hang up while waiting: dequeued, and nothing is granted to nobody.
 	c.send(rawPost(wire.PathAcquire, "", `{"name":"h1/lp","id":"w2","wait_ms":20000}`))
-	eventually(t, "second waiter queued", func() bool { return len(ts.describe("", "h1/lp").Waiters) == 1 })
+	testenv.WaitFor(t, "second waiter queued", func() bool { return len(ts.describe("", "h1/lp").Waiters) == 1 })
 	c.nc.Close()
-	eventually(t, "waiter dequeued", func() bool { return len(ts.describe("", "h1/lp").Waiters) == 0 })
+	testenv.WaitFor(t, "waiter dequeued", func() bool { return len(ts.describe("", "h1/lp").Waiters) == 0 })
 	ts.do("POST", wire.PathRelease, "", wire.ReleaseRequest{Name: "h1/lp", ID: "w1"})
 	if st := ts.describe("", "h1/lp"); len(st.Holders) != 0 {
 		t.Fatalf("ghost holder: %+v", st)
@@ -220,7 +221,7 @@ func TestShutdownClosesConnections(t *testing.T) {
 		c.read("POST")
 	}
 	waiting.send(rawPost(wire.PathAcquire, "", `{"name":"h1/bye-false","wait_ms":60000}`))
-	eventually(t, "waiter queued", func() bool { return len(ts.describe("", "h1/bye-false").Waiters) == 1 })
+	testenv.WaitFor(t, "waiter queued", func() bool { return len(ts.describe("", "h1/bye-false").Waiters) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	go ts.hs.Config.Shutdown(ctx) // answers the waiter via RegisterOnShutdown
@@ -230,7 +231,7 @@ func TestShutdownClosesConnections(t *testing.T) {
 	if resp, body := waiting.read("POST"); resp.StatusCode != 503 || !strings.Contains(body, wire.CodeClosed) {
 		t.Fatalf("waiter at shutdown: %d %q", resp.StatusCode, body)
 	}
-	_ = idle.nc.SetReadDeadline(time.Now().Add(hangGuard))
+	_ = idle.nc.SetReadDeadline(time.Now().Add(testenv.HangGuard))
 	if _, err := idle.br.ReadByte(); err != io.EOF {
 		t.Fatalf("idle connection after shutdown: %v", err)
 	}
@@ -244,7 +245,7 @@ func queueWaiter(t *testing.T, ts *tserver, c *rawConn, name string) *wire.Lease
 	_, body := c.read("POST")
 	held := leaseIn(t, body)
 	c.send(rawPost(wire.PathAcquire, "", `{"name":"`+name+`","id":"w1","wait_ms":20000}`))
-	eventually(t, "waiter queued", func() bool { return len(ts.describe("", name).Waiters) == 1 })
+	testenv.WaitFor(t, "waiter queued", func() bool { return len(ts.describe("", name).Waiters) == 1 })
 	return held
 }
 
@@ -348,7 +349,7 @@ func TestConnectionTimeouts(t *testing.T) {
 				c.send(tc.send)
 			}
 			// net/http may answer 400 first; then the connection closes.
-			_ = c.nc.SetReadDeadline(time.Now().Add(hangGuard))
+			_ = c.nc.SetReadDeadline(time.Now().Add(testenv.HangGuard))
 			if rest, err := io.ReadAll(c.br); err != nil {
 				t.Fatalf("the connection stayed open: %v (read %q)", err, rest)
 			}
@@ -431,7 +432,7 @@ func TestLongPollOutlivesIdleTimeout(t *testing.T) {
 	// A connection opened now and left idle is closed once the timeout
 	// has passed: by then the poll has outlived it.
 	idle := dialRaw(t, ts)
-	_ = idle.nc.SetReadDeadline(time.Now().Add(hangGuard))
+	_ = idle.nc.SetReadDeadline(time.Now().Add(testenv.HangGuard))
 	if _, err := idle.br.ReadByte(); err != io.EOF {
 		t.Fatalf("an idle connection: %v; want it closed", err)
 	}
@@ -477,7 +478,7 @@ func TestH2C(t *testing.T) {
 	}
 	waiter := make(chan string, 1)
 	go func() { _, b := post(wire.PathAcquire, `{"name":"h2c","id":"b","wait_ms":10000}`); waiter <- b }()
-	eventually(t, "waiter queued", func() bool {
+	testenv.WaitFor(t, "waiter queued", func() bool {
 		return len(ts.describe("", "h2c").Waiters) == 1
 	})
 	if resp, body := post(wire.PathRelease, `{"name":"h2c","id":"a"}`); resp.StatusCode != 200 {

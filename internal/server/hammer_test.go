@@ -203,7 +203,7 @@ func TestHammerKill9(t *testing.T) {
 			p.Restart(t, true)
 		}
 		before := countGrants()
-		eventually(t, fmt.Sprintf("150 grants after restart %d", round), func() bool {
+		testenv.WaitFor(t, fmt.Sprintf("150 grants after restart %d", round), func() bool {
 			return countGrants() >= before+150 || failed()
 		})
 		counts = append(counts, countGrants()-before)

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/store"
@@ -148,22 +147,5 @@ func wantErr(t *testing.T, r reply, status int, code string) {
 	t.Helper()
 	if r.status != status || r.env.Error == nil || r.env.Error.Code != code {
 		t.Errorf("got %d %s; want %d %s", r.status, r.raw, status, code)
-	}
-}
-
-// hangGuard bounds a wait for something that must happen, so that a test
-// that would hang fails with its own message instead. It is no measure of
-// speed: far beyond what a loaded machine takes.
-const hangGuard = 2 * time.Minute
-
-// eventually waits until cond holds, checking every few milliseconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in %v", what, hangGuard)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

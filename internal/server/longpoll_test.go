@@ -15,6 +15,7 @@ import (
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/mem"
 	"github.com/sema-dev/sema/internal/store"
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -109,12 +110,12 @@ func TestDisconnectLeavesNoGhost(t *testing.T) {
 		}
 		errc <- err
 	}()
-	eventually(t, "waiter queued", func() bool { return len(ts.describe("", "ghost").Waiters) == 1 })
+	testenv.WaitFor(t, "waiter queued", func() bool { return len(ts.describe("", "ghost").Waiters) == 1 })
 	cancel()
 	if err := <-errc; err == nil {
 		t.Fatal("the cancelled request succeeded")
 	}
-	eventually(t, "waiter dequeued", func() bool { return len(ts.describe("", "ghost").Waiters) == 0 })
+	testenv.WaitFor(t, "waiter dequeued", func() bool { return len(ts.describe("", "ghost").Waiters) == 0 })
 	ts.do("POST", wire.PathRelease, "", wire.ReleaseRequest{Name: "ghost", ID: held.ID})
 	if st := ts.describe("", "ghost"); len(st.Holders) != 0 || len(st.Waiters) != 0 {
 		t.Fatalf("ghost state after release: %+v", st)
@@ -155,7 +156,7 @@ func TestGrantRacingHangUp(t *testing.T) {
 			}
 			got <- env.Lease
 		}()
-		eventually(t, "waiter queued", func() bool { return len(ts.describe("", "race").Waiters) == 1 })
+		testenv.WaitFor(t, "waiter queued", func() bool { return len(ts.describe("", "race").Waiters) == 1 })
 		go ts.do("POST", wire.PathRelease, "", wire.ReleaseRequest{Name: "race", ID: held.ID})
 		if i%3 != 0 {
 			time.Sleep(time.Duration(i%5) * 50 * time.Microsecond) // varies the race; asserts nothing
@@ -171,7 +172,7 @@ func TestGrantRacingHangUp(t *testing.T) {
 		} else if r.status == 200 {
 			clientGaveBack++
 		}
-		eventually(t, "no ghost holder", func() bool {
+		testenv.WaitFor(t, "no ghost holder", func() bool {
 			st := ts.describe("", "race")
 			return len(st.Holders) == 0 && len(st.Waiters) == 0
 		})
@@ -217,7 +218,7 @@ func TestUndeliveredGrantGivenBack(t *testing.T) {
 				got <- err
 			}()
 			poll := <-polls
-			eventually(t, "waiter queued", func() bool { return len(ts.describe("", "gb").Waiters) == 1 })
+			testenv.WaitFor(t, "waiter queued", func() bool { return len(ts.describe("", "gb").Waiters) == 1 })
 			if r := ts.do("POST", wire.PathRelease, "", wire.ReleaseRequest{Name: "gb", ID: held.ID}); r.status != 200 {
 				t.Fatalf("release: %d %s", r.status, r.raw)
 			}
@@ -311,7 +312,7 @@ func TestShutdownAnswersWaitersClosed(t *testing.T) {
 	ts.mustAcquire("", wire.AcquireRequest{Name: "bye"})
 	resp := make(chan reply, 1)
 	go func() { resp <- ts.acquire("", wire.AcquireRequest{Name: "bye", WaitMillis: 60000}) }()
-	eventually(t, "waiter queued", func() bool { return len(ts.describe("", "bye").Waiters) == 1 })
+	testenv.WaitFor(t, "waiter queued", func() bool { return len(ts.describe("", "bye").Waiters) == 1 })
 	ts.srv.Close()
 	wantErr(t, <-resp, 503, wire.CodeClosed)
 	wantErr(t, ts.acquire("", wire.AcquireRequest{Name: "new"}), 503, wire.CodeClosed)

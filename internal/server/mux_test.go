@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema/backend/mem"
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -69,7 +70,7 @@ func (m *muxClient) send(tag uint32, op byte, body string) {
 // next reads the next answer.
 func (m *muxClient) next() muxAnswer {
 	m.t.Helper()
-	a, err := m.tryNext(hangGuard)
+	a, err := m.tryNext(testenv.HangGuard)
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func (m *muxClient) answers(n int) map[uint32]muxAnswer {
 // closed reports whether the server closed the connection.
 func (m *muxClient) closed() bool {
 	m.t.Helper()
-	_, err := m.tryNext(hangGuard)
+	_, err := m.tryNext(testenv.HangGuard)
 	return err == io.EOF || err != nil && strings.Contains(err.Error(), "reset")
 }
 
@@ -152,7 +153,7 @@ func TestMuxCalls(t *testing.T) {
 	m.send(2, wire.MuxRenew, `{"name":"mux/a","id":"`+l.ID+`","ttl_ms":9000}`)
 	wantMux(t, m.next(), 2, 200, "")
 	m.send(3, wire.MuxAcquire, `{"name":"mux/a","id":"`+strings.Repeat("b", 16)+`","wait_ms":20000}`)
-	eventually(t, "poll queued", func() bool { return len(ts.describe(adminTok, "mux/a").Waiters) == 1 })
+	testenv.WaitFor(t, "poll queued", func() bool { return len(ts.describe(adminTok, "mux/a").Waiters) == 1 })
 
 	// Another token may not release alice's lease: to it, the id is
 	// unknown.
@@ -186,7 +187,7 @@ func TestMuxCancel(t *testing.T) {
 			m.send(1, wire.MuxAcquire, `{"name":"mux/c"}`)
 			l := leaseIn(t, m.next().body)
 			m.send(2, wire.MuxAcquire, `{"name":"mux/c","wait_ms":20000}`)
-			eventually(t, "poll queued", func() bool { return len(ts.describe("", "mux/c").Waiters) == 1 })
+			testenv.WaitFor(t, "poll queued", func() bool { return len(ts.describe("", "mux/c").Waiters) == 1 })
 			m.send(9, wire.MuxCancel, "")
 			m.send(2, wire.MuxCancel, "")
 			wantMux(t, m.next(), 2, wire.MuxStatusCancelled, wire.CodeNotAcquired)
@@ -222,9 +223,9 @@ func TestMuxHangUp(t *testing.T) {
 			gone.send(1, wire.MuxAcquire, `{"name":"mux/h","wait_ms":20000}`)
 			half := mustUpgrade(t, ts, "")
 			half.send(1, wire.MuxAcquire, `{"name":"mux/h","wait_ms":20000}`)
-			eventually(t, "polls queued", func() bool { return len(ts.describe("", "mux/h").Waiters) == 2 })
+			testenv.WaitFor(t, "polls queued", func() bool { return len(ts.describe("", "mux/h").Waiters) == 2 })
 			gone.nc.Close()
-			eventually(t, "poll dequeued", func() bool { return len(ts.describe("", "mux/h").Waiters) == 1 })
+			testenv.WaitFor(t, "poll dequeued", func() bool { return len(ts.describe("", "mux/h").Waiters) == 1 })
 			if err := half.nc.(*net.TCPConn).CloseWrite(); err != nil {
 				t.Fatal(err)
 			}
@@ -268,7 +269,7 @@ func TestMuxBadFrames(t *testing.T) {
 				t.Fatal(err)
 			}
 			for {
-				a, err := m.tryNext(hangGuard)
+				a, err := m.tryNext(testenv.HangGuard)
 				if err != nil {
 					break // closed
 				}
@@ -278,7 +279,7 @@ func TestMuxBadFrames(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "dup-tag poll dequeued", func() bool { return len(ts.describe("", "mux/b").Waiters) == 0 })
+	testenv.WaitFor(t, "dup-tag poll dequeued", func() bool { return len(ts.describe("", "mux/b").Waiters) == 0 })
 	// Bodies the handlers refuse get the HTTP API's answers.
 	m := mustUpgrade(t, ts, "")
 	m.send(1, wire.MuxAcquire, `{"name":`)
@@ -300,7 +301,7 @@ func TestMuxShutdown(t *testing.T) {
 	m.send(1, wire.MuxAcquire, `{"name":"mux/s"}`)
 	m.next()
 	m.send(2, wire.MuxAcquire, `{"name":"mux/s","wait_ms":60000}`)
-	eventually(t, "poll queued", func() bool { return len(ts.describe("", "mux/s").Waiters) == 1 })
+	testenv.WaitFor(t, "poll queued", func() bool { return len(ts.describe("", "mux/s").Waiters) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := ts.srv.Shutdown(ctx); err != nil {
@@ -328,7 +329,7 @@ func TestMuxManyPolls(t *testing.T) {
 	for i := range n {
 		m.send(uint32(n+i), wire.MuxAcquire, fmt.Sprintf(`{"name":"mux/many/%d","wait_ms":20000}`, i))
 	}
-	eventually(t, "polls queued", func() bool { return len(ts.describe("", "mux/many/199").Waiters) == 1 })
+	testenv.WaitFor(t, "polls queued", func() bool { return len(ts.describe("", "mux/many/199").Waiters) == 1 })
 	for i := range n {
 		m.send(uint32(2*n+i), wire.MuxRelease, fmt.Sprintf(`{"name":"mux/many/%d","id":%q}`, i, ids[uint32(i)]))
 	}
@@ -386,7 +387,7 @@ func muxIdleRound(t *testing.T, ts *tserver, name string, idleTimeout time.Durat
 		default:
 		}
 		busy.send(tag, wire.MuxRenew, `{"name":"`+name+`","id":"`+l.ID+`","ttl_ms":60000}`)
-		a, err := busy.tryNext(hangGuard)
+		a, err := busy.tryNext(testenv.HangGuard)
 		quiet, last = max(quiet, time.Since(last)), time.Now()
 		if err == nil {
 			wantMux(t, a, tag, 200, "")

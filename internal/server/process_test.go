@@ -57,7 +57,7 @@ func getStatus(c *http.Client, url, name string) (sema.Status, error) {
 
 func TestKill9KeepsLeases(t *testing.T) {
 	p := testenv.StartSema(t, testenv.SemaOptions{})
-	c := &http.Client{Timeout: hangGuard}
+	c := &http.Client{Timeout: testenv.HangGuard}
 	acq := func(p *testenv.Sema, id string) (int, wire.Envelope) {
 		t.Helper()
 		st, env, err := call(c, "POST", p.URL+wire.PathAcquire, wire.AcquireRequest{Name: "k9", Limit: 2, ID: id, TTLMillis: 30000})

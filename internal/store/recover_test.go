@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 // fill grants n leases on distinct names and returns the largest token.
@@ -411,7 +412,7 @@ func TestSnapshotTruncatesLog(t *testing.T) {
 			s2.Close()
 		}
 	}
-	waitFor(t, func() bool {
+	testenv.WaitFor(t, "the snapshot done", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return !s.snapshotting
