@@ -89,13 +89,14 @@ func (s *Sema) healthy() error {
 }
 
 // Restart stops the server (SIGTERM, or kill -9 if crash) and starts it
-// again on the same port and data directory, waiting until it answers.
+// again on the same port and data directory, waiting until it answers. A
+// server that does not exit cleanly after SIGTERM fails the test.
 func (s *Sema) Restart(tb testing.TB, crash bool) {
 	tb.Helper()
 	if crash {
 		s.Kill()
 	} else {
-		s.Stop(0)
+		s.Shutdown(tb)
 	}
 	s.start(tb)
 }
