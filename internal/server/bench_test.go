@@ -1,12 +1,10 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -128,66 +126,35 @@ func BenchmarkServeHotName(b *testing.B) {
 }
 
 // BenchmarkInProcessDistinct is BenchmarkServeDistinctNames with the
-// server in the benchmark's process (for profiling), and clients that
-// write their requests on keep-alive connections and read the answers
-// with net/http's parser (the JSON benchmark of bench/netbench), so that
-// the profile shows the server rather than an HTTP client.
+// server in the benchmark's process (for profiling), driven by the JSON
+// benchmark's client (bench/netbench), so that the profile shows the
+// server rather than an HTTP client.
 func BenchmarkInProcessDistinct(b *testing.B) {
 	const clients = 64
 	ts := newTS(b, nil, nil)
-	conns := make([]*keepAlive, clients)
+	type conn struct {
+		*testenv.JSONClient
+		acquire, release []byte
+	}
+	conns := make([]conn, clients)
 	for i := range conns {
-		conns[i] = dialKeepAlive(b, ts, fmt.Sprintf("bench/distinct/%d", i), fmt.Sprintf("w%d", i))
+		c, err := testenv.DialJSON(ts.url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		name := fmt.Sprintf("bench/distinct/%d", i)
+		conns[i] = conn{c, c.Post(wire.PathAcquire, fmt.Sprintf(`{"name":%q,"id":"w%d","ttl_ms":15000}`, name, i)),
+			c.Post(wire.PathRelease, fmt.Sprintf(`{"name":%q,"id":"w%d"}`, name, i))}
 	}
 	runLoad(b, clients, func(cl, i int) error {
 		c := conns[cl]
-		if err := c.call(c.acquire); err != nil {
+		if err := c.Call(c.acquire); err != nil {
 			return err
 		}
-		return c.call(c.release)
+		return c.Call(c.release)
 	})
 	reportStore(b, ts)
-}
-
-// keepAlive is one client's keep-alive connection and its two requests.
-type keepAlive struct {
-	nc               net.Conn
-	br               *bufio.Reader
-	acquire, release []byte
-}
-
-func dialKeepAlive(b *testing.B, ts *tserver, name, id string) *keepAlive {
-	host := strings.TrimPrefix(ts.url, "http://")
-	nc, err := net.Dial("tcp", host)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { nc.Close() })
-	req := func(path, body string) []byte {
-		return fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-			path, host, len(body), body)
-	}
-	return &keepAlive{nc: nc, br: bufio.NewReader(nc),
-		acquire: req(wire.PathAcquire, fmt.Sprintf(`{"name":%q,"id":%q,"ttl_ms":15000}`, name, id)),
-		release: req(wire.PathRelease, fmt.Sprintf(`{"name":%q,"id":%q}`, name, id)),
-	}
-}
-
-// call sends one request and reads its answer, which must be a 200.
-func (c *keepAlive) call(req []byte) error {
-	if _, err := c.nc.Write(req); err != nil {
-		return err
-	}
-	resp, err := http.ReadResponse(c.br, nil)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return err
 }
 
 // BenchmarkInProcessDistinctWait is BenchmarkInProcessDistinct with the
