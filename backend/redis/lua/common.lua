@@ -1,0 +1,203 @@
+-- Shared by the scripts that change a name (scripts.go puts it before
+-- each). KEYS: 1 the name's state hash, 2 its queue, 3 its token counter.
+--
+-- The state hash holds, under fields that start with '.', the name's
+-- limit (.l), the weight its live holders hold (.u), the number of holder
+-- records (.h, force-released ones included), the number of queued waiters
+-- (.q), a lower bound of the earliest holder expiry (.n), when the keys
+-- expire (.x) and the last waiter ticket (.s); and one record per lease ID:
+--
+--   holder: h<weight> <token> <acquired> <expires> <renewed> <revoked>\31<label>
+--   waiter: w<weight> <since> <expires> <ttl> <channel>\31<label>
+--
+-- Times are milliseconds of Redis's clock (TIME); <label> is
+-- "<pid>\31<owner>\31<host>" as the client sent it. Lease IDs hold no '.',
+-- so they never collide with the counters.
+local S, Q, T = KEYS[1], KEYS[2], KEYS[3]
+local NONE = 9000000000000000 -- .n when there is no holder
+local SLACK = 10000 -- ms the keys outlive the latest expiry they must cover
+
+-- clock returns Redis's time in microseconds and in milliseconds.
+local function clock()
+  local t = redis.call('TIME')
+  local us = t[1] * 1000000 + t[2]
+  return us, math.floor(us / 1000)
+end
+
+local function corrupt(what)
+  error({err = 'SEMACORRUPT ' .. S .. ': ' .. what})
+end
+
+local function num(v, default)
+  if not v then return default end
+  local n = tonumber(v)
+  if not n then corrupt('bad counter ' .. v) end
+  return n
+end
+
+-- load reads the counters and the record of id; m.dirty says whether they
+-- must be written back.
+local function load(id)
+  local v = redis.call('HMGET', S, '.l', '.u', '.h', '.q', '.n', '.x', '.s', id)
+  return {l = num(v[1], 0), u = num(v[2], 0), h = num(v[3], 0), q = num(v[4], 0),
+    n = num(v[5], NONE), x = num(v[6], 0), s = num(v[7], 0)}, v[8]
+end
+
+local function parseHolder(r)
+  local w, tok, acq, exp, ren, rev, lbl = string.match(r, '^h(%d+) (%d+) (%d+) (%d+) (%d+) ([01])\31(.*)$')
+  if not w then corrupt('bad holder record') end
+  return tonumber(w), tok, acq, tonumber(exp), ren, rev, lbl
+end
+
+local function parseWaiter(r)
+  local w, since, exp, ttl, ch, lbl = string.match(r, '^w(%d+) (%d+) (%d+) (%d+) ([^\31]*)\31(.*)$')
+  if not w then corrupt('bad waiter record') end
+  return tonumber(w), since, tonumber(exp), tonumber(ttl), ch, lbl
+end
+
+local function holderRecord(w, tok, acq, exp, ren, rev, lbl)
+  return 'h' .. w .. ' ' .. tok .. ' ' .. acq .. ' ' .. exp .. ' ' .. ren .. ' ' .. rev .. '\31' .. lbl
+end
+
+-- The token counter: read once, before any write (a key of the wrong type
+-- then fails the script before it changed anything), and written once.
+local lastToken, tokenDirty
+local function readToken()
+  if not lastToken then lastToken = num(redis.call('GET', T), 0) end
+end
+
+-- nextToken returns a token above every one issued, and at least Redis's
+-- clock in microseconds: if the counter was lost (a restart without
+-- persistence, a failover to a replica that missed it), tokens still go
+-- up as long as that clock does.
+local function nextToken(us)
+  local tok = lastToken + 1
+  if tok < us then tok = us end
+  lastToken, tokenDirty = tok, true
+  return string.format('%d', tok)
+end
+
+local function writeToken()
+  if tokenDirty then redis.call('SET', T, string.format('%d', lastToken)) end
+end
+
+-- keep makes the keys live past upto (ms); save sets their expiry.
+local function keep(m, upto)
+  if upto > m.x then
+    m.x, m.dirty, m.expire = upto + SLACK, true, true
+  end
+end
+
+-- reclaim drops the holders whose expiry has passed and recomputes .n.
+-- It returns the state's fields and values when it read them.
+local function reclaim(m, ms)
+  if ms < m.n then return nil end
+  local all = redis.call('HGETALL', S)
+  local dead, n = {}, NONE
+  for i = 1, #all, 2 do
+    local r = all[i + 1]
+    if string.byte(r, 1) == 104 then -- 'h'
+      local w, _, _, exp, _, rev = parseHolder(r)
+      if exp <= ms then
+        dead[#dead + 1] = all[i]
+        if rev == '0' then m.u = m.u - w end
+        m.h = m.h - 1
+      elseif exp < n then
+        n = exp
+      end
+    end
+  end
+  for i = 1, #dead, 1000 do
+    redis.call('HDEL', S, unpack(dead, i, math.min(i + 999, #dead)))
+  end
+  m.n, m.dirty = n, true
+  if #dead > 0 then all = nil end
+  return all
+end
+
+-- serve grants the queue's head waiters, in order, while their weight
+-- fits, and tells each by a message on its channel. With live set, a
+-- waiter whose channel has no subscriber (its process is gone) is dropped
+-- instead. It returns the grant of self (a lease ID) if self was served.
+local function serve(m, us, ms, self, live)
+  local mine
+  while m.q > 0 do
+    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not head then
+      m.q, m.dirty = 0, true
+      break
+    end
+    local r = redis.call('HGET', S, head)
+    if not r or string.byte(r, 1) ~= 119 then -- not a waiter record: stale
+      redis.call('ZREM', Q, head)
+      m.q, m.dirty = m.q - 1, true
+    else
+      local w, _, exp, ttl, ch, lbl = parseWaiter(r)
+      if exp <= ms then
+        redis.call('ZREM', Q, head)
+        redis.call('HDEL', S, head)
+        m.q, m.dirty = m.q - 1, true
+      elseif m.u + w > m.l then
+        break
+      else
+        local tok = nextToken(us)
+        local ends = ms + ttl
+        local granted = true
+        if head ~= self then
+          local n = redis.call('PUBLISH', ch, head .. ' ' .. tok .. ' ' .. ms .. ' ' .. ends)
+          granted = n > 0 or not live
+        end
+        redis.call('ZREM', Q, head)
+        m.q, m.dirty = m.q - 1, true
+        if granted then
+          redis.call('HSET', S, head, holderRecord(w, tok, ms, ends, ms, '0', lbl))
+          m.u, m.h = m.u + w, m.h + 1
+          if ends < m.n then m.n = ends end
+          keep(m, ends)
+          if head == self then mine = {tok, ms, ends} end
+        else
+          redis.call('HDEL', S, head)
+        end
+      end
+    end
+  end
+  return mine
+end
+
+-- save writes the counters back, with the record r of lease ID f if given,
+-- or deletes the name's state when it has no holder and no waiter left
+-- (only the token counter stays).
+local function save(m, f, r)
+  if m.h <= 0 and m.q <= 0 then
+    redis.call('DEL', S, Q)
+  else
+    if f then
+      redis.call('HSET', S, f, r, '.l', m.l, '.u', m.u, '.h', m.h, '.q', m.q, '.n', m.n, '.x', m.x, '.s', m.s)
+    elseif m.dirty then
+      redis.call('HSET', S, '.l', m.l, '.u', m.u, '.h', m.h, '.q', m.q, '.n', m.n, '.x', m.x, '.s', m.s)
+    end
+    if m.expire then
+      redis.call('PEXPIREAT', S, m.x)
+      if m.q > 0 then redis.call('PEXPIREAT', Q, m.x) end
+    end
+  end
+  writeToken()
+end
+
+-- holders lists the live holders' IDs and records, from all (HGETALL of
+-- the state) if given.
+local function holders(ms, all)
+  all = all or redis.call('HGETALL', S)
+  local out = {}
+  for i = 1, #all, 2 do
+    local r = all[i + 1]
+    if string.byte(r, 1) == 104 then
+      local _, _, _, exp, _, rev = parseHolder(r)
+      if exp > ms and rev == '0' then
+        out[#out + 1] = all[i]
+        out[#out + 1] = r
+      end
+    end
+  end
+  return out
+end
