@@ -141,7 +141,7 @@ func ParseURL(rawURL string) (Config, error) {
 		return c, fmt.Errorf("%w: redis: url scheme %q, want redis or rediss", sema.ErrInvalidArgument, u.Scheme)
 	}
 	if u.Opaque != "" || u.Host == "" || u.Fragment != "" {
-		return c, fmt.Errorf("%w: redis: url %q: want redis://host:port[/db]", sema.ErrInvalidArgument, u.Redacted())
+		return c, fmt.Errorf("%w: redis: backend url is not of the form redis://host:port[/db]", sema.ErrInvalidArgument)
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
@@ -159,6 +159,9 @@ func ParseURL(rawURL string) (Config, error) {
 		return vs[len(vs)-1], true
 	}
 	if v, ok := take(paramPrefix); ok {
+		if v == "" {
+			return Config{}, bad(paramPrefix, v)
+		}
 		c.Prefix = v
 	}
 	for _, d := range []struct {
