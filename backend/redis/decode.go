@@ -201,9 +201,10 @@ func decodeStatus(name string, v any) (sema.Status, error) {
 			return st, err
 		}
 		switch {
-		case f == ".l":
-			if limit, err = strconv.ParseInt(rec, 10, 64); err != nil {
-				return st, fmt.Errorf("%w: limit %q", ErrCorrupt, rec)
+		case f == ".m": // "<limit> <used> …"
+			l, _, _ := strings.Cut(rec, " ")
+			if limit, err = strconv.ParseInt(l, 10, 64); err != nil {
+				return st, fmt.Errorf("%w: counters %q", ErrCorrupt, rec)
 			}
 		case strings.HasPrefix(f, "."):
 		case strings.HasPrefix(rec, "h"):

@@ -42,7 +42,7 @@ func TestLabelRoundTrip(t *testing.T) {
 // the keys were changed by hand: it must return a status or an error,
 // never panic, and never show a holder it could not read.
 func FuzzDecodeStatus(f *testing.F) {
-	f.Add(int64(1795466085669), ".l", "2", "id1", "h1 5 1795466085000 1795466095000 1795466085000 0\x1f1\x1fo\x1fh", "w1", "w1 1795466085000 1795466099000 5000 ch\x1f1\x1fo\x1fh")
+	f.Add(int64(1795466085669), ".m", "2 1 1 1 1795466095000 1795466109000 1", "id1", "h1 5 1795466085000 1795466095000 1795466085000 0\x1f1\x1fo\x1fh", "w1", "w1 1795466085000 1795466099000 5000 ch\x1f1\x1fo\x1fh")
 	f.Add(int64(0), ".u", "x", "a", "h", "b", "w")
 	f.Fuzz(func(t *testing.T, now int64, f1, v1, f2, v2, f3, v3 string) {
 		ans := []any{now, []any{f1, v1, f2, v2, f3, v3}, []any{f3, f2}}

@@ -140,8 +140,13 @@ const (
 )
 
 // acquireOnce runs the acquire script: mode "t" never queues, "w" queues
-// the request (or refreshes its place).
+// the request (or refreshes its place). The call is not cancelled with
+// ctx (only bounded by the connection's timeouts): a script abandoned on
+// the wire could still run after the clean-up that follows on another
+// connection (Redis reads its connections in any order) and grant a lease
+// nobody takes. Callers look at ctx once it has answered.
 func (b *Backend) acquireOnce(ctx context.Context, req *sema.Request, mode string) (outcome, error) {
+	ctx = context.WithoutCancel(ctx)
 	ttl := (req.TTL + time.Millisecond - 1).Milliseconds()
 	v, acks, err := b.run(ctx, acquireScript, req.Name, req.ID, req.Limit, req.Weight, ttl, label(req), mode, b.waitTTL, b.channel, b.live)
 	if err != nil {

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"embed"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -34,8 +35,20 @@ func newScript(src string) *goredis.Script {
 	return goredis.NewScript(src)
 }
 
+// writer builds a script that changes a name: its own file with
+// lua/common.lua spliced in at the line "--@common" (or at the top). The
+// code above that line is a fast path that must not use the shared code:
+// it runs, and returns, before the shared functions are even defined.
 func writer(name string) *goredis.Script {
-	return newScript("#!lua\n" + lua("common.lua") + lua(name))
+	src, common := lua(name), lua("common.lua")
+	if before, after, ok := strings.Cut(src, "--@common\n"); ok {
+		// The rest runs as a function of its own, so that the fast path's
+		// call of the script sets up only the few locals it uses.
+		src = before + "local function general()\n" + common + after + "end\nreturn general()\n"
+	} else {
+		src = common + src
+	}
+	return newScript("#!lua\n" + src)
 }
 
 var (

@@ -65,7 +65,7 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 			o, err = b.acquireOnce(ctx, &req, "w")
 		}
 	}
-	if err != nil {
+	if err != nil || ctxEnded(ctx) {
 		return sema.Grant{}, b.failed(ctx, &req, err)
 	}
 	switch o.kind {
@@ -101,6 +101,8 @@ func (b *Backend) await(ctx context.Context, req *sema.Request, wake chan string
 		}
 		o2, err := b.acquireOnce(ctx, req, "w")
 		switch {
+		case ctxEnded(ctx):
+			return sema.Grant{}, b.failed(ctx, req, err)
 		case err == nil && o2.kind == granted:
 			o2.grant.Waited = waited(since, o2.grant)
 			return o2.grant, nil
@@ -110,7 +112,7 @@ func (b *Backend) await(ctx context.Context, req *sema.Request, wake chan string
 		case err == nil:
 			b.dequeue(ctx, req)
 			return sema.Grant{}, refusal(req, o2)
-		case ctxEnded(ctx) || !errors.Is(err, sema.ErrUnavailable) || errors.Is(err, ErrCorrupt):
+		case !errors.Is(err, sema.ErrUnavailable) || errors.Is(err, ErrCorrupt):
 			return sema.Grant{}, b.failed(ctx, req, err)
 		default: // Redis unreachable for now: keep the place, try again
 			fails++
@@ -130,9 +132,9 @@ func (b *Backend) nextCheck(o outcome) time.Duration {
 	return d
 }
 
-// failed ends a wait that failed: it takes the request out of the queue
-// (or gives back a grant made meanwhile) and returns the error, as
-// ErrNotAcquired if ctx ended.
+// failed ends a wait that failed or whose ctx ended: it takes the request
+// out of the queue (or gives back a grant made meanwhile) and returns err,
+// or ErrNotAcquired if ctx ended.
 func (b *Backend) failed(ctx context.Context, req *sema.Request, err error) error {
 	b.dequeue(ctx, req)
 	if ctxEnded(ctx) {

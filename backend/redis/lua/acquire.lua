@@ -6,10 +6,32 @@
 -- Returns {1, token, acquired, expires, now} granted; {2, now, position,
 -- earliest holder expiry} queued; {0, limit, waiters, id, record, ...}
 -- held; {-1, limit} limit mismatch; {-3} the ID was force-released.
+-- The common case first, before the shared code below is even defined: a
+-- name with no holder and no waiter (no state) is granted at once.
+local t = redis.call('TIME')
+local us = t[1] * 1000000 + t[2]
+local ms = math.floor(us / 1000)
+local v = redis.call('HMGET', KEYS[1], '.m', ARGV[1])
+if not v[1] and not v[2] then
+  -- The token: at least the clock in µs, above the counter.
+  local tok = string.format('%d', us)
+  local old = redis.call('SET', KEYS[3], tok, 'GET')
+  if old and tonumber(old) >= us then
+    tok = string.format('%d', tonumber(old) + 1)
+    redis.call('SET', KEYS[3], tok)
+  end
+  local exp = ms + ARGV[4]
+  local x = exp + 10000 -- SLACK
+  redis.call('HSET', KEYS[1], ARGV[1], 'h' .. ARGV[3] .. ' ' .. tok .. ' ' .. ms .. ' ' .. exp .. ' ' .. ms .. ' 0\31' .. ARGV[5],
+    '.m', ARGV[2] .. ' ' .. ARGV[3] .. ' 1 0 ' .. exp .. ' ' .. x .. ' 0')
+  redis.call('PEXPIREAT', KEYS[1], x)
+  return {1, tok, ms, exp, ms}
+end
+--@common
 local id, limit, weight, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local us, ms = clock()
-local m, rec = load(id)
-readToken()
+local m, rec = load(v)
+if rec and string.byte(rec, 1) == 104 then parseHolder(rec) end -- fail before any change
+if m.q > 0 or ms >= m.n then readToken() end
 local all = reclaim(m, ms)
 if m.q > 0 then
   local mine = serve(m, us, ms, id, ARGV[9] == '1')
@@ -41,13 +63,15 @@ if m.l ~= limit then
   m.l, m.dirty = limit, true
 end
 
-if rec and not redis.call('ZSCORE', Q, id) then -- a record the queue lost
+local w, since, wttl, ch, lbl, _
+if rec then w, since, _, wttl, ch, lbl = parseWaiter(rec) end
+if rec and (not w or not redis.call('ZSCORE', Q, id)) then -- a record the queue lost
   redis.call('HDEL', S, id)
+  m.q = m.q - redis.call('ZREM', Q, id)
   rec = nil
 end
 
 if rec then -- still queued: refresh the waiter's lease
-  local w, since, _, wttl, ch, lbl = parseWaiter(rec)
   local exp = ms + tonumber(ARGV[7])
   keep(m, exp)
   save(m, id, 'w' .. w .. ' ' .. since .. ' ' .. exp .. ' ' .. wttl .. ' ' .. ch .. '\31' .. lbl)
@@ -55,7 +79,7 @@ if rec then -- still queued: refresh the waiter's lease
 end
 
 if m.q == 0 and m.u + weight <= m.l then
-  local tok = nextToken(us)
+  local tok = lastToken and nextToken(us) or firstToken(us)
   local exp = ms + ttl
   m.u, m.h, m.dirty = m.u + weight, m.h + 1, true
   if exp < m.n then m.n = exp end

@@ -1,11 +1,12 @@
 -- Shared by the scripts that change a name (scripts.go puts it before
 -- each). KEYS: 1 the name's state hash, 2 its queue, 3 its token counter.
 --
--- The state hash holds, under fields that start with '.', the name's
--- limit (.l), the weight its live holders hold (.u), the number of holder
--- records (.h, force-released ones included), the number of queued waiters
--- (.q), a lower bound of the earliest holder expiry (.n), when the keys
--- expire (.x) and the last waiter ticket (.s); and one record per lease ID:
+-- The state hash holds the name's counters in one field, '.m':
+-- "<limit> <used> <holders> <waiters> <next> <expiry> <ticket>" — the limit,
+-- the weight its live holders hold, the number of holder records
+-- (force-released ones included), the number of queued waiters, a lower
+-- bound of the earliest holder expiry, when the keys expire, and the last
+-- waiter ticket; and one record per lease ID:
 --
 --   holder: h<weight> <token> <acquired> <expires> <renewed> <revoked>\31<label>
 --   waiter: w<weight> <since> <expires> <ttl> <channel>\31<label>
@@ -28,19 +29,26 @@ local function corrupt(what)
   error({err = 'SEMACORRUPT ' .. S .. ': ' .. what})
 end
 
-local function num(v, default)
-  if not v then return default end
-  local n = tonumber(v)
-  if not n then corrupt('bad counter ' .. v) end
-  return n
+-- load reads the counters and the record of id from v, the answer of
+-- HMGET state .m id; m.dirty says whether the counters must be written
+-- back.
+local function load(v)
+  if not v[1] then
+    return {l = 0, u = 0, h = 0, q = 0, n = NONE, x = 0, s = 0}, v[2]
+  end
+  local l, u, h, q, n, x, s = string.match(v[1], '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%S+) (%d+) (%d+)$')
+  n = tonumber(n)
+  if not n then corrupt('bad counters ' .. v[1]) end
+  return {l = tonumber(l), u = tonumber(u), h = tonumber(h), q = tonumber(q), n = n, x = tonumber(x), s = tonumber(s)}, v[2]
 end
 
--- load reads the counters and the record of id; m.dirty says whether they
--- must be written back.
-local function load(id)
-  local v = redis.call('HMGET', S, '.l', '.u', '.h', '.q', '.n', '.x', '.s', id)
-  return {l = num(v[1], 0), u = num(v[2], 0), h = num(v[3], 0), q = num(v[4], 0),
-    n = num(v[5], NONE), x = num(v[6], 0), s = num(v[7], 0)}, v[8]
+-- fetch reads the counters and the record of id.
+local function fetch(id)
+  return load(redis.call('HMGET', S, '.m', id))
+end
+
+local function counters(m)
+  return m.l .. ' ' .. m.u .. ' ' .. m.h .. ' ' .. m.q .. ' ' .. m.n .. ' ' .. m.x .. ' ' .. m.s
 end
 
 local function parseHolder(r)
@@ -49,9 +57,11 @@ local function parseHolder(r)
   return tonumber(w), tok, acq, tonumber(exp), ren, rev, lbl
 end
 
+-- parseWaiter returns nil for a malformed record, which the caller drops
+-- like an expired waiter (it may have made changes already).
 local function parseWaiter(r)
   local w, since, exp, ttl, ch, lbl = string.match(r, '^w(%d+) (%d+) (%d+) (%d+) ([^\31]*)\31(.*)$')
-  if not w then corrupt('bad waiter record') end
+  if not w then return nil end
   return tonumber(w), since, tonumber(exp), tonumber(ttl), ch, lbl
 end
 
@@ -63,7 +73,12 @@ end
 -- then fails the script before it changed anything), and written once.
 local lastToken, tokenDirty
 local function readToken()
-  if not lastToken then lastToken = num(redis.call('GET', T), 0) end
+  if not lastToken then
+    local v = redis.call('GET', T)
+    lastToken = v and tonumber(v)
+    if v and not lastToken then corrupt('bad token counter') end
+    lastToken = lastToken or 0
+  end
 end
 
 -- nextToken returns a token above every one issued, and at least Redis's
@@ -79,6 +94,22 @@ end
 
 local function writeToken()
   if tokenDirty then redis.call('SET', T, string.format('%d', lastToken)) end
+end
+
+-- firstToken is readToken and nextToken in one call, for a script that
+-- grants at once: it sets the counter to the clock and reads what it held.
+-- As its first write it, too, fails on a key of the wrong type before any
+-- other change.
+local function firstToken(us)
+  local now = string.format('%d', us)
+  local old = redis.call('SET', T, now, 'GET')
+  old = old and tonumber(old) or 0
+  if old < us then
+    lastToken = us
+    return now
+  end
+  lastToken, tokenDirty = old, false
+  return nextToken(us)
 end
 
 -- keep makes the keys live past upto (ms); save sets their expiry.
@@ -128,11 +159,13 @@ local function serve(m, us, ms, self, live)
       break
     end
     local r = redis.call('HGET', S, head)
-    if not r or string.byte(r, 1) ~= 119 then -- not a waiter record: stale
+    local w, exp, ttl, ch, lbl, _
+    if r and string.byte(r, 1) == 119 then w, _, exp, ttl, ch, lbl = parseWaiter(r) end
+    if not w then -- not a waiter record: stale
       redis.call('ZREM', Q, head)
+      if r and string.byte(r, 1) ~= 104 then redis.call('HDEL', S, head) end
       m.q, m.dirty = m.q - 1, true
     else
-      local w, _, exp, ttl, ch, lbl = parseWaiter(r)
       if exp <= ms then
         redis.call('ZREM', Q, head)
         redis.call('HDEL', S, head)
@@ -172,9 +205,9 @@ local function save(m, f, r)
     redis.call('DEL', S, Q)
   else
     if f then
-      redis.call('HSET', S, f, r, '.l', m.l, '.u', m.u, '.h', m.h, '.q', m.q, '.n', m.n, '.x', m.x, '.s', m.s)
+      redis.call('HSET', S, f, r, '.m', counters(m))
     elseif m.dirty then
-      redis.call('HSET', S, '.l', m.l, '.u', m.u, '.h', m.h, '.q', m.q, '.n', m.n, '.x', m.x, '.s', m.s)
+      redis.call('HSET', S, '.m', counters(m))
     end
     if m.expire then
       redis.call('PEXPIREAT', S, m.x)
@@ -185,15 +218,15 @@ local function save(m, f, r)
 end
 
 -- holders lists the live holders' IDs and records, from all (HGETALL of
--- the state) if given.
+-- the state) if given; malformed records are left out.
 local function holders(ms, all)
   all = all or redis.call('HGETALL', S)
   local out = {}
   for i = 1, #all, 2 do
     local r = all[i + 1]
     if string.byte(r, 1) == 104 then
-      local _, _, _, exp, _, rev = parseHolder(r)
-      if exp > ms and rev == '0' then
+      local exp, rev = string.match(r, '^h%d+ %d+ %d+ (%d+) %d+ ([01])\31')
+      if exp and tonumber(exp) > ms and rev == '0' then
         out[#out + 1] = all[i]
         out[#out + 1] = r
       end

@@ -3,7 +3,7 @@
 -- back. Returns 2 dequeued, 1 a grant was given back, 0 neither was found.
 local id = ARGV[1]
 local us, ms = clock()
-local m, rec = load(id)
+local m, rec = fetch(id)
 if not rec then return 0 end
 readToken()
 local out
@@ -13,7 +13,6 @@ if string.byte(rec, 1) == 104 then
   m.u, m.h = m.u - w, m.h - 1
   out = 1
 else
-  parseWaiter(rec)
   m.q = m.q - redis.call('ZREM', Q, id)
   out = 2
 end

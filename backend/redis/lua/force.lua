@@ -5,7 +5,7 @@
 -- the leases ended.
 local id = ARGV[1]
 local us, ms = clock()
-local m = load('.none')
+local m = fetch('.none')
 readToken()
 local all = reclaim(m, ms)
 local hs

@@ -3,7 +3,7 @@
 -- live lease has that ID, {-3} if it was force-released.
 local id, ttl = ARGV[1], tonumber(ARGV[2])
 local us, ms = clock()
-local m, rec = load(id)
+local m, rec = fetch(id)
 if not rec or string.byte(rec, 1) ~= 104 then return {-2} end
 local w, tok, acq, exp, _, rev, lbl = parseHolder(rec)
 if rev == '1' then return {-3} end
