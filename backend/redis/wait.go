@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -225,30 +226,83 @@ func (b *Backend) subscribe(ctx context.Context) error {
 		_ = ps.Close()
 		return wrap("subscribe to wake-ups", "", err)
 	}
-	// After a reconnection go-redis subscribes again and reports it: the
-	// waits then look again, as messages may have been lost meanwhile.
-	ch := ps.ChannelWithSubscriptions(goredis.WithChannelSize(1024))
 	w.mu.Lock()
 	w.ps, w.ready = ps, true
 	w.mu.Unlock()
-	go w.dispatch(ch)
+	go b.listen(ps)
 	return nil
 }
 
-func (w *wakeups) dispatch(ch <-chan any) {
-	for m := range ch {
+// listenIdle is how long the subscription may stay silent before it is
+// pinged; three silent periods in a row and the connection is replaced.
+const listenIdle = 3 * time.Second
+
+// listen reads the subscription and wakes the waits its messages name,
+// until the subscription is closed. A message names a lease ID: the wait
+// gets it, and the grant it carries. go-redis reconnects a broken
+// connection and subscribes again; it then reports the subscription, and
+// every wait looks again, as messages may have been lost meanwhile. A
+// connection that answers nothing, not even two pings, is replaced.
+func (b *Backend) listen(ps *goredis.PubSub) {
+	w := &b.wake
+	ctx := context.Background()
+	silent := 0
+	for {
+		m, err := ps.ReceiveTimeout(ctx, listenIdle)
 		switch m := m.(type) {
 		case *goredis.Message:
 			id, _, _ := strings.Cut(m.Payload, " ")
 			w.send(id, m.Payload)
 		case *goredis.Subscription:
-			w.mu.Lock()
-			for id := range w.ws {
-				w.sendLocked(id, "")
+			w.kick()
+		}
+		var nerr net.Error
+		switch {
+		case err == nil:
+			silent = 0
+		case errors.Is(err, goredis.ErrClosed):
+			return
+		case errors.As(err, &nerr) && nerr.Timeout():
+			if silent++; silent >= 3 {
+				b.relisten(ps)
+				return
 			}
-			w.mu.Unlock()
+			_ = ps.Ping(ctx)
+		default:
+			time.Sleep(100 * time.Millisecond) // go-redis reconnects on the next receive
 		}
 	}
+}
+
+// relisten replaces a subscription that stopped answering, retrying until
+// it succeeds or the backend is closed, and makes every wait look again.
+func (b *Backend) relisten(old *goredis.PubSub) {
+	w := &b.wake
+	w.mu.Lock()
+	if w.ps == old {
+		w.ps, w.ready = nil, false
+	}
+	w.mu.Unlock()
+	_ = old.Close()
+	for !b.closed.Load() {
+		if err := b.subscribe(context.Background()); err == nil {
+			w.kick()
+			return
+		}
+		select {
+		case <-b.done:
+		case <-time.After(b.cfg.Recheck):
+		}
+	}
+}
+
+// kick makes every wait look again.
+func (w *wakeups) kick() {
+	w.mu.Lock()
+	for id := range w.ws {
+		w.sendLocked(id, "")
+	}
+	w.mu.Unlock()
 }
 
 func (w *wakeups) send(id, msg string) {

@@ -31,9 +31,11 @@ end
 local id, limit, weight, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local m, rec = load(v)
 if rec and string.byte(rec, 1) == 104 then parseHolder(rec) end -- fail before any change
-if m.q > 0 or ms >= m.n then readToken() end
+-- A waiter can be served only if permits are free (or expire now).
+local serving = m.q > 0 and (m.u < m.l or ms >= m.n)
+if ms >= m.n then readToken() end -- reclaim writes first
 local all = reclaim(m, ms)
-if m.q > 0 then
+if serving then
   local mine = serve(m, us, ms, id, ARGV[9] == '1')
   if mine then
     save(m)
@@ -66,15 +68,17 @@ end
 local w, since, wttl, ch, lbl, _
 if rec then w, since, _, wttl, ch, lbl = parseWaiter(rec) end
 if rec and (not w or not redis.call('ZSCORE', Q, id)) then -- a record the queue lost
+  readToken()
   redis.call('HDEL', S, id)
-  m.q = m.q - redis.call('ZREM', Q, id)
+  m.q, m.dirty = m.q - redis.call('ZREM', Q, id), true
   rec = nil
 end
 
 if rec then -- still queued: refresh the waiter's lease
   local exp = ms + tonumber(ARGV[7])
   keep(m, exp)
-  save(m, id, 'w' .. w .. ' ' .. since .. ' ' .. exp .. ' ' .. wttl .. ' ' .. ch .. '\31' .. lbl)
+  put(m, id, 'w' .. w .. ' ' .. since .. ' ' .. exp .. ' ' .. wttl .. ' ' .. ch .. '\31' .. lbl)
+  save(m)
   return {2, ms, redis.call('ZRANK', Q, id) or 0, m.n}
 end
 
@@ -84,7 +88,8 @@ if m.q == 0 and m.u + weight <= m.l then
   m.u, m.h, m.dirty = m.u + weight, m.h + 1, true
   if exp < m.n then m.n = exp end
   keep(m, exp)
-  save(m, id, holderRecord(weight, tok, ms, exp, ms, '0', ARGV[5]))
+  put(m, id, holderRecord(weight, tok, ms, exp, ms, '0', ARGV[5]))
+  save(m)
   return {1, tok, ms, exp, ms}
 end
 
@@ -101,5 +106,6 @@ m.s, m.q, m.dirty = m.s + 1, m.q + 1, true
 redis.call('ZADD', Q, m.s, id)
 keep(m, exp)
 if m.q == 1 then m.expire = true end
-save(m, id, 'w' .. weight .. ' ' .. ms .. ' ' .. exp .. ' ' .. ttl .. ' ' .. ARGV[8] .. '\31' .. ARGV[5])
+put(m, id, 'w' .. weight .. ' ' .. ms .. ' ' .. exp .. ' ' .. ttl .. ' ' .. ARGV[8] .. '\31' .. ARGV[5])
+save(m)
 return {2, ms, m.q - 1, m.n}

@@ -34,12 +34,13 @@ end
 -- back.
 local function load(v)
   if not v[1] then
-    return {l = 0, u = 0, h = 0, q = 0, n = NONE, x = 0, s = 0}, v[2]
+    return {l = 0, u = 0, h = 0, q = 0, n = NONE, x = 0, s = 0, puts = {}, dels = {}}, v[2]
   end
   local l, u, h, q, n, x, s = string.match(v[1], '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%S+) (%d+) (%d+)$')
   n = tonumber(n)
   if not n then corrupt('bad counters ' .. v[1]) end
-  return {l = tonumber(l), u = tonumber(u), h = tonumber(h), q = tonumber(q), n = n, x = tonumber(x), s = tonumber(s)}, v[2]
+  return {l = tonumber(l), u = tonumber(u), h = tonumber(h), q = tonumber(q), n = n, x = tonumber(x), s = tonumber(s),
+    puts = {}, dels = {}}, v[2]
 end
 
 -- fetch reads the counters and the record of id.
@@ -69,8 +70,10 @@ local function holderRecord(w, tok, acq, exp, ren, rev, lbl)
   return 'h' .. w .. ' ' .. tok .. ' ' .. acq .. ' ' .. exp .. ' ' .. ren .. ' ' .. rev .. '\31' .. lbl
 end
 
--- The token counter: read once, before any write (a key of the wrong type
--- then fails the script before it changed anything), and written once.
+-- The token counter: read before a script's first write (a key of the
+-- wrong type then fails the script before it changed anything), and
+-- written once. A script whose first write is a grant reads it with
+-- firstToken instead.
 local lastToken, tokenDirty
 local function readToken()
   if not lastToken then
@@ -97,9 +100,9 @@ local function writeToken()
 end
 
 -- firstToken is readToken and nextToken in one call, for a script that
--- grants at once: it sets the counter to the clock and reads what it held.
--- As its first write it, too, fails on a key of the wrong type before any
--- other change.
+-- has written nothing yet: it sets the counter to the clock and reads what
+-- it held. As the first write it, too, fails on a key of the wrong type
+-- before any other change.
 local function firstToken(us)
   local now = string.format('%d', us)
   local old = redis.call('SET', T, now, 'GET')
@@ -146,68 +149,82 @@ local function reclaim(m, ms)
   return all
 end
 
+-- put and del queue changes of records for save, which makes them with
+-- one HDEL and one HSET (with the counters).
+local function put(m, f, r)
+  m.puts[#m.puts + 1] = f
+  m.puts[#m.puts + 1] = r
+end
+
+local function del(m, f)
+  m.dels[#m.dels + 1] = f
+end
+
 -- serve grants the queue's head waiters, in order, while their weight
 -- fits, and tells each by a message on its channel. With live set, a
 -- waiter whose channel has no subscriber (its process is gone) is dropped
 -- instead. It returns the grant of self (a lease ID) if self was served.
 local function serve(m, us, ms, self, live)
   local mine
-  while m.q > 0 do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
-    if not head then
+  while m.q > 0 and m.u < m.l do
+    -- At most l-u waiters can be served (weights are at least 1); take
+    -- them a hundred at a time.
+    local heads = redis.call('ZRANGE', Q, 0, math.min(m.q, m.l - m.u, 100) - 1)
+    if #heads == 0 then
       m.q, m.dirty = 0, true
       break
     end
-    local r = redis.call('HGET', S, head)
-    local w, exp, ttl, ch, lbl, _
-    if r and string.byte(r, 1) == 119 then w, _, exp, ttl, ch, lbl = parseWaiter(r) end
-    if not w then -- not a waiter record: stale
-      redis.call('ZREM', Q, head)
-      if r and string.byte(r, 1) ~= 104 then redis.call('HDEL', S, head) end
-      m.q, m.dirty = m.q - 1, true
-    else
-      if exp <= ms then
-        redis.call('ZREM', Q, head)
-        redis.call('HDEL', S, head)
-        m.q, m.dirty = m.q - 1, true
+    local recs = redis.call('HMGET', S, unpack(heads))
+    local gone, blocked = {}, false
+    for i, head in ipairs(heads) do
+      local r = recs[i]
+      local w, exp, ttl, ch, lbl, _
+      if r and string.byte(r, 1) == 119 then w, _, exp, ttl, ch, lbl = parseWaiter(r) end
+      if not w or exp <= ms then -- stale, malformed or expired: drop it
+        if r and string.byte(r, 1) ~= 104 then del(m, head) end
       elseif m.u + w > m.l then
+        blocked = true
         break
       else
-        local tok = nextToken(us)
+        local tok = lastToken and nextToken(us) or firstToken(us)
         local ends = ms + ttl
         local granted = true
         if head ~= self then
           local n = redis.call('PUBLISH', ch, head .. ' ' .. tok .. ' ' .. ms .. ' ' .. ends)
           granted = n > 0 or not live
         end
-        redis.call('ZREM', Q, head)
-        m.q, m.dirty = m.q - 1, true
         if granted then
-          redis.call('HSET', S, head, holderRecord(w, tok, ms, ends, ms, '0', lbl))
+          put(m, head, holderRecord(w, tok, ms, ends, ms, '0', lbl))
           m.u, m.h = m.u + w, m.h + 1
           if ends < m.n then m.n = ends end
           keep(m, ends)
           if head == self then mine = {tok, ms, ends} end
         else
-          redis.call('HDEL', S, head)
+          del(m, head)
         end
       end
+      gone[#gone + 1] = head
     end
+    if #gone > 0 then
+      redis.call('ZREM', Q, unpack(gone))
+      m.q, m.dirty = m.q - #gone, true
+    end
+    if blocked then break end
   end
   return mine
 end
 
--- save writes the counters back, with the record r of lease ID f if given,
--- or deletes the name's state when it has no holder and no waiter left
--- (only the token counter stays).
-local function save(m, f, r)
+-- save writes the queued record changes and the counters back, or deletes
+-- the name's state when it has no holder and no waiter left (only the
+-- token counter stays).
+local function save(m)
   if m.h <= 0 and m.q <= 0 then
     redis.call('DEL', S, Q)
   else
-    if f then
-      redis.call('HSET', S, f, r, '.m', counters(m))
-    elseif m.dirty then
-      redis.call('HSET', S, '.m', counters(m))
+    if #m.dels > 0 then redis.call('HDEL', S, unpack(m.dels)) end
+    if #m.puts > 0 or m.dirty then
+      put(m, '.m', counters(m))
+      redis.call('HSET', S, unpack(m.puts))
     end
     if m.expire then
       redis.call('PEXPIREAT', S, m.x)

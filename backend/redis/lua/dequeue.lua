@@ -16,7 +16,7 @@ else
   m.q = m.q - redis.call('ZREM', Q, id)
   out = 2
 end
-redis.call('HDEL', S, id)
+del(m, id)
 m.dirty = true
 reclaim(m, ms)
 serve(m, us, ms, nil, ARGV[2] == '1')

@@ -21,7 +21,7 @@ else
 end
 for i = 1, #hs, 2 do
   local w, tok, acq, exp, ren, _, lbl = parseHolder(hs[i + 1])
-  redis.call('HSET', S, hs[i], holderRecord(w, tok, acq, exp, ren, '1', lbl))
+  put(m, hs[i], holderRecord(w, tok, acq, exp, ren, '1', lbl))
   m.u, m.dirty = m.u - w, true
 end
 serve(m, us, ms, nil, ARGV[2] == '1')

@@ -23,12 +23,12 @@ local m, rec = load(v)
 if not rec or string.byte(rec, 1) ~= 104 then return 0 end
 local w, _, _, exp, _, rev = parseHolder(rec)
 if rev == '1' or exp <= ms then return 0 end
-if m.q > 0 then readToken() end
+if ms >= m.n then readToken() end -- reclaim writes first
 if m.h == 1 and m.q == 0 then -- the last lease: nothing but the token stays
   redis.call('DEL', S, Q)
   return 1
 end
-redis.call('HDEL', S, id)
+del(m, id)
 m.u, m.h, m.dirty = m.u - w, m.h - 1, true
 reclaim(m, ms)
 serve(m, us, ms, nil, ARGV[2] == '1')

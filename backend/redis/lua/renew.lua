@@ -11,5 +11,6 @@ if exp <= ms then return {-2} end
 exp = ms + ttl
 if exp < m.n then m.n = exp end
 keep(m, exp)
-save(m, id, holderRecord(w, tok, acq, exp, ms, '0', lbl))
+put(m, id, holderRecord(w, tok, acq, exp, ms, '0', lbl))
+save(m)
 return {1, tok, tonumber(acq), exp, w}
