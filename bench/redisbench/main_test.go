@@ -119,8 +119,8 @@ func drive(b *testing.B, n int, op func(worker int) error) time.Duration {
 type turns struct {
 	mu       sync.Mutex
 	last     int
-	handoffs int // grants to another worker than the last holder
-	again    int // grants to the last holder again
+	handoffs int             // grants to another worker than the last holder
+	again    int             // grants to the last holder again
 	waits    []time.Duration // of every acquisition
 	hwaits   []time.Duration // of the hand-offs
 	cpu0     time.Duration   // the server's CPU time when measuring began
