@@ -3,6 +3,7 @@ package redis
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -37,7 +38,8 @@ func (b *Backend) Describe(ctx context.Context, name string) (sema.Status, error
 
 // List returns the names starting with prefix that have holders or
 // waiters, sorted. It walks the keys with SCAN (never KEYS), on every
-// primary of a cluster, and describes each name it finds.
+// primary of a cluster, and describes each name it finds; a name whose
+// keys sema cannot read is left out, with a warning to Config.Logger.
 func (b *Backend) List(ctx context.Context, prefix string) ([]sema.Status, error) {
 	if b.closed.Load() {
 		return nil, sema.ErrClosed
@@ -76,6 +78,10 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]sema.Status, error
 	var out []sema.Status
 	for _, name := range names {
 		st, err := b.Describe(ctx, name)
+		if errors.Is(err, ErrCorrupt) {
+			b.cfg.Logger.Warn("sema: redis: list skips a name whose keys sema cannot read", "name", name, "err", err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

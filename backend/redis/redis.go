@@ -140,13 +140,11 @@ const (
 )
 
 // acquireOnce runs the acquire script: mode "t" never queues, "w" queues
-// the request (or refreshes its place). The call is not cancelled with
-// ctx (only bounded by the connection's timeouts): a script abandoned on
-// the wire could still run after the clean-up that follows on another
-// connection (Redis reads its connections in any order) and grant a lease
-// nobody takes. Callers look at ctx once it has answered.
+// the request (or refreshes its place). The call outlives ctx by up to
+// callGrace (see callContext). Callers look at ctx once it has answered.
 func (b *Backend) acquireOnce(ctx context.Context, req *sema.Request, mode string) (outcome, error) {
-	ctx = context.WithoutCancel(ctx)
+	ctx, done := b.callContext(ctx)
+	defer done()
 	ttl := (req.TTL + time.Millisecond - 1).Milliseconds()
 	v, acks, err := b.run(ctx, acquireScript, req.Name, req.ID, req.Limit, req.Weight, ttl, label(req), mode, b.waitTTL, b.channel, b.live)
 	if err != nil {
@@ -160,6 +158,30 @@ func (b *Backend) acquireOnce(ctx context.Context, req *sema.Request, mode strin
 		return o, b.unreplicated(req.Name, req.ID, acks)
 	}
 	return o, nil
+}
+
+// callGrace is how long an acquire script call may outlive its caller's
+// context.
+const callGrace = time.Second
+
+// callContext returns the context of an acquire script call: it ends
+// callGrace (plus the WAIT timeout) after ctx does, not with it. A script
+// abandoned on the wire could still run after the clean-up that follows
+// on another connection (Redis reads its connections in any order) and
+// grant a lease nobody takes; waiting a little for the answer keeps the
+// order in all but a stalled server. A call still unanswered then is
+// abandoned, and such a grant stays until its TTL.
+func (b *Backend) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	call, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	grace := callGrace
+	if b.cfg.WaitReplicas > 0 {
+		grace += b.cfg.WaitTimeout
+	}
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
+	return call, func() {
+		stop()
+		cancel()
+	}
 }
 
 // decodeOutcome reads the acquire script's answer.

@@ -60,9 +60,13 @@ func probeNode(ctx context.Context, c *goredis.Client, cluster bool) (serverInfo
 	for i, src := range sources {
 		loads[i] = pipe.ScriptLoad(ctx, src)
 	}
-	_, _ = pipe.Exec(ctx)
+	_, execErr := pipe.Exec(ctx)
 	addr := c.Options().Addr
-	if err := ping.Err(); err != nil {
+	if err := ping.Err(); err != nil || ping.Val() != "PONG" {
+		// A failed handshake (a wrong password) fails the whole pipeline.
+		if err == nil {
+			err = execErr
+		}
 		return si, wrap("connect to "+addr, "", err)
 	}
 	fields := map[string]string{}
