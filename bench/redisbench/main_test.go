@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,4 +187,35 @@ func percentiles(b *testing.B, name string, ws []time.Duration) {
 	b.ReportMetric(q(0.50), name+"-p50-ms")
 	b.ReportMetric(q(0.99), name+"-p99-ms")
 	b.ReportMetric(float64(ws[n-1])/1e6, name+"-max-ms")
+}
+
+// cpuMeter reports the CPU time per operation of this process and of the
+// server.
+type cpuMeter struct{ self, server time.Duration }
+
+func startCPU(b *testing.B) cpuMeter {
+	srv, err := redisCPU(server(b).Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cpuMeter{selfCPU(), srv}
+}
+
+func (m cpuMeter) report(b *testing.B) {
+	srv, err := redisCPU(server(b).Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64((selfCPU()-m.self).Microseconds())/n, "client-cpu-us/op")
+	b.ReportMetric(float64((srv-m.server).Microseconds())/n, "redis-cpu-us/op")
+}
+
+// selfCPU returns the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
