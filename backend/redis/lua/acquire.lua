@@ -74,7 +74,7 @@ if rec and (not w or not redis.call('ZSCORE', Q, id)) then -- a record the queue
   rec = nil
 end
 
-if rec then -- still queued: refresh the waiter's lease
+if rec and ARGV[6] == 'w' then -- still queued: refresh the waiter's lease
   local exp = ms + tonumber(ARGV[7])
   keep(m, exp)
   put(m, id, 'w' .. w .. ' ' .. since .. ' ' .. exp .. ' ' .. wttl .. ' ' .. ch .. '\31' .. lbl)
@@ -82,7 +82,7 @@ if rec then -- still queued: refresh the waiter's lease
   return {2, ms, redis.call('ZRANK', Q, id) or 0, m.n}
 end
 
-if m.q == 0 and m.u + weight <= m.l then
+if not rec and m.q == 0 and m.u + weight <= m.l then
   local tok = lastToken and nextToken(us) or firstToken(us)
   local exp = ms + ttl
   m.u, m.h, m.dirty = m.u + weight, m.h + 1, true
