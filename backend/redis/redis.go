@@ -68,6 +68,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		done:    make(chan struct{}),
 	}
 	b.wake.ws = make(map[string]chan string)
+	b.wake.early = make(map[string]earlyGrant)
 	if cfg.Single != nil {
 		o := *cfg.Single
 		o.ContextTimeoutEnabled = true

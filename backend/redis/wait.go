@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -32,9 +33,17 @@ import (
 type wakeups struct {
 	subMu sync.Mutex      // held while subscribing
 	ps    *goredis.PubSub // nil until the first wait
+	ready atomic.Bool     // ps is subscribed
 	mu    sync.Mutex
-	ready bool                   // ps is subscribed
 	ws    map[string]chan string // lease ID → its wake-ups: a grant message, or "" (look again)
+	early map[string]earlyGrant  // grant messages that came before their wait registered
+}
+
+// earlyGrant is a grant message kept for a wait that registers after it
+// came (the grant can be made as soon as the request is queued).
+type earlyGrant struct {
+	msg string
+	at  time.Time
 }
 
 // Acquire waits in the name's FIFO queue until the request is granted or
@@ -51,9 +60,6 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	if b.closed.Load() { // Close may have begun waiting before Add
 		return sema.Grant{}, sema.ErrClosed
 	}
-	wake := b.wake.register(req.ID)
-	defer b.wake.unregister(req.ID)
-
 	// Before this backend listens on its channel, a grant could not be
 	// announced: try first, and queue only once subscribed.
 	mode := "w"
@@ -76,6 +82,8 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	default:
 		return sema.Grant{}, refusal(&req, o)
 	}
+	wake := b.wake.register(req.ID)
+	defer b.wake.unregister(req.ID)
 	return b.await(ctx, &req, wake, o)
 }
 
@@ -227,8 +235,9 @@ func (b *Backend) subscribe(ctx context.Context) error {
 		return wrap("subscribe to wake-ups", "", err)
 	}
 	w.mu.Lock()
-	w.ps, w.ready = ps, true
+	w.ps = ps
 	w.mu.Unlock()
+	w.ready.Store(true)
 	go b.listen(ps)
 	return nil
 }
@@ -280,7 +289,8 @@ func (b *Backend) relisten(old *goredis.PubSub) {
 	w := &b.wake
 	w.mu.Lock()
 	if w.ps == old {
-		w.ps, w.ready = nil, false
+		w.ps = nil
+		w.ready.Store(false)
 	}
 	w.mu.Unlock()
 	_ = old.Close()
@@ -307,8 +317,22 @@ func (w *wakeups) kick() {
 
 func (w *wakeups) send(id, msg string) {
 	w.mu.Lock()
-	w.sendLocked(id, msg)
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	if _, ok := w.ws[id]; ok || msg == "" {
+		w.sendLocked(id, msg)
+		return
+	}
+	// Kept for a wait about to register; old ones are swept, and a flood
+	// (messages for waits that ended) is dropped.
+	now := time.Now()
+	if len(w.early) >= 64 {
+		for k, e := range w.early {
+			if now.Sub(e.at) > 10*time.Second || len(w.early) >= 4096 {
+				delete(w.early, k)
+			}
+		}
+	}
+	w.early[id] = earlyGrant{msg, now}
 }
 
 // sendLocked wakes the wait of id without blocking: a pending wake-up
@@ -322,16 +346,18 @@ func (w *wakeups) sendLocked(id, msg string) {
 	}
 }
 
-func (w *wakeups) subscribed() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.ready
-}
+func (w *wakeups) subscribed() bool { return w.ready.Load() }
 
+// register returns the wake-ups of the wait of id, with a grant message
+// that came before.
 func (w *wakeups) register(id string) chan string {
 	c := make(chan string, 1)
 	w.mu.Lock()
 	w.ws[id] = c
+	if e, ok := w.early[id]; ok {
+		c <- e.msg
+		delete(w.early, id)
+	}
 	w.mu.Unlock()
 	return c
 }
@@ -339,6 +365,7 @@ func (w *wakeups) register(id string) chan string {
 func (w *wakeups) unregister(id string) {
 	w.mu.Lock()
 	delete(w.ws, id)
+	delete(w.early, id)
 	w.mu.Unlock()
 }
 
@@ -347,7 +374,8 @@ func (w *wakeups) close() {
 	defer w.subMu.Unlock()
 	w.mu.Lock()
 	ps := w.ps
-	w.ps, w.ready = nil, false
+	w.ps = nil
+	w.ready.Store(false)
 	w.mu.Unlock()
 	if ps != nil {
 		_ = ps.Close()

@@ -2,8 +2,6 @@ package redisbench
 
 import (
 	"errors"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,52 +15,54 @@ import (
 // BenchmarkHotName: 64 contenders, each with its own client, take turns on
 // one lock and hold it for no time.
 func BenchmarkHotName(b *testing.B) {
-	b.Run("sema", func(b *testing.B) {
-		name := "bench/hot/" + b.Name()
-		mus := make([]*sema.Semaphore, contenders)
-		for i := range mus {
-			mus[i] = newSema(b).Mutex(name, sema.WithTTL(ttl))
-		}
-		hot(b, func(w int) (func() error, error) {
-			l, err := mus[w].Acquire(bg)
-			if err != nil {
-				return nil, err
+	compare(b,
+		system{"sema", func(b *testing.B) {
+			name := "bench/hot/" + b.Name()
+			mus := make([]*sema.Semaphore, contenders)
+			for i := range mus {
+				mus[i] = newSema(b).Mutex(name, sema.WithTTL(ttl))
 			}
-			return func() error { return l.Release(bg) }, nil
-		})
-	})
-	b.Run("redislock", func(b *testing.B) {
-		key := "bench:hot:redislock"
-		lockers := make([]*redislock.Client, contenders)
-		for i := range lockers {
-			lockers[i] = newRedislock(b, 1)
-		}
-		hot(b, func(w int) (func() error, error) {
-			l, err := lockers[w].Obtain(bg, key, ttl, redislockWait)
-			if err != nil {
-				return nil, err
-			}
-			return func() error { return l.Release(bg) }, nil
-		})
-	})
-	b.Run("redsync", func(b *testing.B) {
-		mus := make([]*redsync.Mutex, contenders)
-		for i := range mus {
-			mus[i] = redsyncMutex(newRedsync(b, 1), "bench:hot:redsync")
-		}
-		hot(b, func(w int) (func() error, error) {
-			if err := mus[w].LockContext(bg); err != nil {
-				return nil, err
-			}
-			return func() error {
-				ok, err := mus[w].UnlockContext(bg)
-				if err == nil && !ok {
-					err = errors.New("redsync: unlock found the lock taken")
+			hot(b, func(w int) (func() error, error) {
+				l, err := mus[w].Acquire(bg)
+				if err != nil {
+					return nil, err
 				}
-				return err
-			}, nil
-		})
-	})
+				return func() error { return l.Release(bg) }, nil
+			})
+		}},
+		system{"redislock", func(b *testing.B) {
+			key := "bench:hot:redislock"
+			lockers := make([]*redislock.Client, contenders)
+			for i := range lockers {
+				lockers[i] = newRedislock(b, 1)
+			}
+			hot(b, func(w int) (func() error, error) {
+				l, err := lockers[w].Obtain(bg, key, ttl, redislockWait)
+				if err != nil {
+					return nil, err
+				}
+				return func() error { return l.Release(bg) }, nil
+			})
+		}},
+		system{"redsync", func(b *testing.B) {
+			mus := make([]*redsync.Mutex, contenders)
+			for i := range mus {
+				mus[i] = redsyncMutex(newRedsync(b, 1), "bench:hot:redsync")
+			}
+			hot(b, func(w int) (func() error, error) {
+				if err := mus[w].LockContext(bg); err != nil {
+					return nil, err
+				}
+				return func() error {
+					ok, err := mus[w].UnlockContext(bg)
+					if err == nil && !ok {
+						err = errors.New("redsync: unlock found the lock taken")
+					}
+					return err
+				}, nil
+			})
+		}},
+	)
 }
 
 // The hot-name run: the contenders first take turns for hotWarmup (clients
@@ -122,13 +122,4 @@ func hot(b *testing.B, acquire func(worker int) (release func() error, err error
 		b.Fatal(err)
 	}
 	t.report(b, hotMeasure)
-	if os.Getenv("SEMA_BENCH_STATS") != "" {
-		rc := newRedis(b, 1)
-		for _, l := range strings.Split(rc.Info(bg, "commandstats").Val(), "\n") {
-			if strings.Contains(l, "evalsha") || strings.Contains(l, "publish") || strings.Contains(l, "ping") {
-				b.Log(strings.TrimSpace(l))
-			}
-		}
-		rc.ConfigResetStat(bg)
-	}
 }

@@ -2,6 +2,7 @@ package redisbench
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +22,31 @@ import (
 	"github.com/sema-dev/sema/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// reverse runs the systems of a benchmark in reverse order (redsync,
+// redislock, sema), for alternate rounds; read once, by TestMain.
+var reverse bool
+
+func TestMain(m *testing.M) {
+	reverse = os.Getenv("SEMA_BENCH_REVERSE") == "1"
+	testenv.Main(m)
+}
+
+// system is one contender of a comparison.
+type system struct {
+	name string
+	run  func(*testing.B)
+}
+
+// compare runs each system as a sub-benchmark, in order or, in alternate
+// rounds, reversed, so that no system always runs first.
+func compare(b *testing.B, systems ...system) {
+	if reverse {
+		slices.Reverse(systems)
+	}
+	for _, s := range systems {
+		b.Run(s.name, s.run)
+	}
+}
 
 var bg = context.Background()
 
