@@ -21,7 +21,7 @@ func BenchmarkDistinct(b *testing.B) {
 	}
 	compare(b,
 		system{"sema", func(b *testing.B) {
-			c := newSema(b)
+			c := newSema(b, contenders)
 			mus := make([]*sema.Semaphore, contenders)
 			for i := range mus {
 				mus[i] = c.Mutex(fmt.Sprintf("bench/distinct/%d", i), sema.WithTTL(ttl))

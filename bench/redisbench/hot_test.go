@@ -20,7 +20,7 @@ func BenchmarkHotName(b *testing.B) {
 			name := "bench/hot/" + b.Name()
 			mus := make([]*sema.Semaphore, contenders)
 			for i := range mus {
-				mus[i] = newSema(b).Mutex(name, sema.WithTTL(ttl))
+				mus[i] = newSema(b, 1).Mutex(name, sema.WithTTL(ttl))
 			}
 			hot(b, func(w int) (func() error, error) {
 				l, err := mus[w].Acquire(bg)

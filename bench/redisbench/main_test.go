@@ -2,6 +2,7 @@ package redisbench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -60,10 +61,11 @@ const ttl = 15 * time.Second
 // server is this run's redis-server, shared by every system.
 func server(b *testing.B) *testenv.Redis { return testenv.SharedRedis(b) }
 
-// newSema returns a sema client on its own Redis backend.
-func newSema(b *testing.B) *sema.Client {
+// newSema returns a sema client on its own Redis backend, with a pool of
+// size conns (as the other systems' clients).
+func newSema(b *testing.B, conns int) *sema.Client {
 	b.Helper()
-	rb, err := redis.Open(bg, server(b).URL())
+	rb, err := redis.Open(bg, fmt.Sprintf("%s?pool_size=%d&min_idle_conns=%d", server(b).URL(), conns, conns))
 	if err != nil {
 		b.Fatal(err)
 	}

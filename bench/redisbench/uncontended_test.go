@@ -13,7 +13,7 @@ import (
 // pair's time in PINGs.
 func BenchmarkUncontended(b *testing.B) {
 	rc := newRedis(b, 1)
-	mu := newSema(b).Mutex("bench/uncontended", sema.WithTTL(ttl))
+	mu := newSema(b, 1).Mutex("bench/uncontended", sema.WithTTL(ttl))
 	locker := newRedislock(b, 1)
 	rs := redsyncMutex(newRedsync(b, 1), "bench:uncontended:redsync")
 	var ping, pair, rl, rsync time.Duration
