@@ -30,6 +30,10 @@ type Backend struct {
 	closed  atomic.Bool
 	done    chan struct{} // closed by Close
 	waiting sync.WaitGroup
+
+	inflight atomic.Int32           // script calls in flight
+	apOnce   sync.Once              // makes ap
+	ap       *goredis.AutoPipeliner // for calls made while others are in flight
 }
 
 // Interface guards.
@@ -319,7 +323,7 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 }
 
 func (b *Backend) release(ctx context.Context, name, id string) error {
-	v, err := releaseScript.Run(ctx, b.rdb, b.ks.keys(name), id, b.live).Result()
+	v, err := b.script(ctx, releaseScript, name, id, b.live)
 	if err != nil {
 		return wrap("release", name, err)
 	}

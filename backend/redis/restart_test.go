@@ -45,9 +45,14 @@ func TestRestartWithPersistence(t *testing.T) {
 		fails atomic.Int64
 		wg    sync.WaitGroup
 	)
-	for range clients {
-		c := sema.New(open(t, r.URL()+"?recheck=200ms"), sema.WithReleaseTimeout(2*time.Second))
-		s := c.Semaphore("restart/hammer", limit, sema.WithTTL(time.Second))
+	// Two backends, four workers each: calls that meet go out together
+	// (autopipelined), and must survive the restarts as well.
+	var cs [2]*sema.Client
+	for i := range cs {
+		cs[i] = sema.New(open(t, r.URL()+"?recheck=200ms"), sema.WithReleaseTimeout(2*time.Second))
+	}
+	for i := range clients {
+		s := cs[i%2].Semaphore("restart/hammer", limit, sema.WithTTL(time.Second))
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				g := grantSeen{sent: time.Now()}
