@@ -14,7 +14,9 @@
 // (acquire, renew, release, leave the queue, force-release, describe) is
 // one Lua script (lua/*.lua, run with EVALSHA and loaded again on
 // NOSCRIPT), atomic on the server; each reclaims the leases whose expiry
-// has passed before it decides.
+// has passed before it decides. A call alone goes out at once on a pooled
+// connection; calls a process makes while others are in flight are
+// written and answered together (go-redis's autopipeliner).
 //
 // # Guarantees
 //
