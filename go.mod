@@ -4,9 +4,10 @@ go 1.26.0
 
 require (
 	github.com/prometheus/client_golang v1.23.2
+	github.com/redis/go-redis/v9 v9.23.0
 	go.yaml.in/yaml/v2 v2.4.2
 	golang.org/x/sync v0.24.0
-	golang.org/x/sys v0.35.0
+	golang.org/x/sys v0.48.0
 )
 
 require (
@@ -17,5 +18,6 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )

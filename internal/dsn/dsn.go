@@ -10,17 +10,19 @@ import (
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/file"
 	"github.com/sema-dev/sema/backend/mem"
+	redisb "github.com/sema-dev/sema/backend/redis"
 	"github.com/sema-dev/sema/backend/remote"
 )
 
 // Schemes lists the URL schemes Open understands.
-var Schemes = []string{"mem", "file", "http", "https"}
+var Schemes = []string{"mem", "file", "http", "https", "redis", "rediss"}
 
 // Open returns the backend named by rawURL:
 //
 //	mem://                 in-process memory (one process)
 //	file:///abs/dir        state files in a local directory (processes of one host)
 //	http(s)://host:port    a sema server (`sema serve`); token: WithToken
+//	redis(s)://host:port   Redis 7+, one server or a cluster (backend/redis.ParseURL)
 func Open(ctx context.Context, rawURL string, opts ...Option) (sema.Backend, error) {
 	var o options
 	for _, opt := range opts {
@@ -56,6 +58,12 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (sema.Backend, err
 				sema.ErrInvalidArgument, Redact(rawURL))
 		}
 		return remote.New(remote.Config{URL: rawURL, Token: o.token})
+	case "redis", "rediss":
+		b, err := redisb.Open(ctx, rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
 	}
 	return nil, fmt.Errorf("%w: backend url %q: unknown scheme %q (known: %s)",
 		sema.ErrInvalidArgument, Redact(rawURL), u.Scheme, strings.Join(Schemes, ", "))
