@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,7 +20,9 @@ const maxTries = 8
 // TryAcquire grants the request if its permits are free and nobody waits,
 // in one Txn that puts the lease's entry only if no entry exists for the
 // name (the common case), or else only if no entry was added or changed
-// since the name was read and the request fits. It never queues.
+// since the name was read and the request fits. It never queues. (The name
+// is read by a read of its own: a Txn that writes runs in etcd's apply
+// loop, one at a time, and should not read a whole queue there.)
 func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant, error) {
 	if err := req.Validate(); err != nil {
 		return sema.Grant{}, err
@@ -29,26 +32,39 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	}
 	op := fmt.Sprintf("acquire %q", req.Name)
 	nd := b.k.nameDir(req.Name)
-	key := entryKey(limitDir(nd, req.Limit), req.ID)
+	ld := limitDir(nd, req.Limit)
 	want := ttlSeconds(req.TTL)
 	val := b.valueOf(&req)
-	cmps := []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(nd).WithPrefix(), "=", 0), // no entry at all
-	}
+	guard := clientv3.Compare(clientv3.CreateRevision(nd).WithPrefix(), "=", 0) // no entry at all
+	slot := b.slots.take()
+	key := b.slots.key(ld, slot)
 	var l idleLease
 	for try := 0; ; try++ {
-		resp, lease, life, err := b.putEntry(ctx, l, want, cmps, key, val, nil, clientv3.OpGet(nd, clientv3.WithPrefix()))
+		resp, lease, life, err := b.putEntry(ctx, l, want, func(lid clientv3.LeaseID) placement {
+			return placement{key: key, cmps: []clientv3.Cmp{absent(key), guard}, then: []clientv3.Op{put(key, val, lid)}}
+		})
 		if err != nil {
 			b.dropEntry(key, lease.id) // in case the Txn was applied all the same
 			return sema.Grant{}, b.acquireFail(ctx, op, err)
 		}
 		l = lease
 		if resp.Succeeded {
+			b.local.add(key, resp.Header.Revision, true)
 			return b.granted(&req, key, resp.Header.Revision, l, true, val, life, 0), nil
 		}
-		q := b.queueOf(req.Name, resp.Responses[0].GetResponseRange().Kvs)
+		cctx, cancel := b.call(ctx)
+		rresp, err := b.cli.Get(cctx, nd, clientv3.WithPrefix())
+		cancel()
+		if err != nil {
+			b.keepIdle(want, l)
+			b.slots.put(slot)
+			return sema.Grant{}, b.acquireFail(ctx, op, err)
+		}
+		q := b.queueOf(req.Name, rresp.Kvs)
 		g, own, done, err := b.settle(ctx, &req, &q, l)
+		if done || own >= 0 {
+			b.slots.put(slot)
+		}
 		if done {
 			return g, err
 		}
@@ -59,12 +75,21 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 		if q.fits(req.Limit, req.Weight) && try < maxTries {
 			// Free permits and nobody waits: put the entry unless the name
 			// changed since this read (a deletion can only free more).
-			cmps[1] = clientv3.Compare(clientv3.ModRevision(nd).WithPrefix(), "<", resp.Header.Revision+1)
+			guard = clientv3.Compare(clientv3.ModRevision(nd).WithPrefix(), "<", rresp.Header.Revision+1)
 			continue
 		}
 		b.keepIdle(want, l)
+		b.slots.put(slot)
 		return sema.Grant{}, q.heldError()
 	}
+}
+
+// absent compares that key does not exist.
+func absent(key string) clientv3.Cmp { return clientv3.Compare(clientv3.CreateRevision(key), "=", 0) }
+
+// put writes an entry on etcd lease lid.
+func put(key string, val value, lid clientv3.LeaseID) clientv3.Op {
+	return clientv3.OpPut(key, encodeValue(val), clientv3.WithLease(lid))
 }
 
 // mismatch returns an error wrapping sema.ErrLimitMismatch if the name's
@@ -122,53 +147,65 @@ func (b *Backend) regrant(ctx context.Context, req *sema.Request, e *entry) (sem
 		Limit: r.limit, AcquiredAt: now, ExpiresAt: now.Add(expires - b.now())}, nil
 }
 
-// putEntry runs a Txn that, if cmps hold, puts the entry key (attached to
-// an etcd lease) and runs then, else runs orElse. The lease is l if it is
-// set, else an idle or a new one; an idle one is refreshed by a keepalive
+// placement is the Txn that places an entry on an etcd lease: if cmps
+// hold, then (which puts the entry key), else orElse.
+type placement struct {
+	key    string // the entry
+	cmps   []clientv3.Cmp
+	then   []clientv3.Op
+	orElse []clientv3.Op
+}
+
+// putEntry runs the Txn that place builds for an etcd lease: l if it is
+// set, else an idle or a new one. An idle one is refreshed by a keepalive
 // sent beside the Txn. It returns the lease used and when its life was
 // last confirmed to start (by b.now()).
-func (b *Backend) putEntry(ctx context.Context, l idleLease, want int64, cmps []clientv3.Cmp, key string, val value,
-	then []clientv3.Op, orElse clientv3.Op) (*clientv3.TxnResponse, idleLease, time.Duration, error) {
-	ops := append([]clientv3.Op{{}}, then...)
+func (b *Backend) putEntry(ctx context.Context, l idleLease, want int64, place func(clientv3.LeaseID) placement) (
+	resp *clientv3.TxnResponse, _ idleLease, life time.Duration, err error) {
 	for attempt := 0; ; attempt++ {
 		reused := false
 		if l.id == 0 {
-			var err error
 			if l, reused, err = b.newLease(ctx, want); err != nil {
 				return nil, l, 0, err
 			}
 		}
-		life := l.expires - time.Duration(l.granted)*time.Second
-		var kac chan refreshed
+		life = l.expires - time.Duration(l.granted)*time.Second
+		var ka keeping
+		var kaSent time.Duration
 		if reused {
-			kac = make(chan refreshed, 1)
-			go func() {
-				sent, ttl, err := b.refresh(ctx, l.id)
-				kac <- refreshed{sent, ttl, err}
-			}()
+			kaSent, ka = b.now(), b.keep.send(l.id)
 		}
-		ops[0] = clientv3.OpPut(key, encodeValue(val), clientv3.WithLease(l.id))
+		p := place(l.id)
 		cctx, cancel := b.call(ctx)
-		resp, err := b.cli.Txn(cctx).If(cmps...).Then(ops...).Else(orElse).Commit()
+		resp, err = b.cli.Txn(cctx).If(p.cmps...).Then(p.then...).Else(p.orElse...).Commit()
 		cancel()
 		gone := errors.Is(err, rpctypes.ErrLeaseNotFound)
-		if kac != nil {
-			if r := <-kac; r.err == nil {
-				l.granted, l.expires, life = r.ttl, r.sent+time.Duration(r.ttl)*time.Second, r.sent
-			} else if errors.Is(r.err, errLeaseGone) || err == nil && resp.Succeeded {
-				// Gone, or its life since this call began is unconfirmed:
-				// an entry on it would not be safe to grant.
+		if err != nil && !gone {
+			return nil, l, 0, err // outcome unknown: the caller drops the entry by its lease
+		}
+		if ka != nil {
+			kctx, cancel := b.call(ctx)
+			ttl, kerr := ka.wait(kctx)
+			cancel()
+			switch {
+			case kerr == nil && ttl > 0:
+				l.granted, l.expires, life = ttl, kaSent+time.Duration(ttl)*time.Second, kaSent
+			case kerr != nil && !resp.Succeeded:
+				// Nothing was put: the lease may still be fine.
+			default:
+				// Gone, or its life since this call began is unconfirmed: an
+				// entry on it would not be safe to grant.
 				gone = true
 			}
 		}
 		if !gone {
-			return resp, l, life, err
+			return resp, l, life, nil
 		}
 		if err == nil && resp.Succeeded {
-			_, _ = b.deleteEntry(key, resp.Header.Revision)
+			b.dropEntry(p.key, l.id)
 		}
 		l = idleLease{}
-		if attempt == 2 {
+		if attempt == 2 || ctx.Err() != nil {
 			return nil, l, 0, errors.New("no etcd lease could be confirmed for the entry")
 		}
 	}
@@ -194,10 +231,10 @@ func (b *Backend) deleteEntry(key string, rev int64) (bool, error) {
 	return resp.Succeeded, nil
 }
 
-// dropEntry deletes the entry key if it is on etcd lease id (the entry of
-// a call whose outcome is unknown), on a context of its own, best effort.
+// dropEntry deletes the entry key if it is on etcd lease id: the entry of
+// a call whose outcome is unknown. Best effort, on a context of its own.
 func (b *Backend) dropEntry(key string, id clientv3.LeaseID) {
-	if id == 0 {
+	if id == 0 || key == "" {
 		return
 	}
 	ctx, cancel := b.call(context.Background())
@@ -250,7 +287,7 @@ func (b *Backend) forget(id string) *rec {
 
 // valueOf is the entry value of a request.
 func (b *Backend) valueOf(req *sema.Request) value {
-	return value{Owner: req.Owner, Weight: req.Weight, Host: req.Host, PID: req.PID,
+	return value{ID: req.ID, Owner: req.Owner, Weight: req.Weight, Host: req.Host, PID: req.PID,
 		TTL: req.TTL.Milliseconds(), Since: time.Now().UnixNano()}
 }
 
@@ -264,5 +301,28 @@ func (b *Backend) queueOf(name string, kvs []*mvccpb.KeyValue) queue {
 		}
 	}
 	sortQueue(q.entries)
+	return q
+}
+
+// newest reads at most limit+1 entries of a limit directory, the newest
+// first, up to create revision maxRev (0: all). That is all a request of
+// that limit needs to decide: an entry with more than limit entries ahead
+// cannot hold, nor can all of those entries hold.
+func newest(ld string, limit, maxRev int64) clientv3.Op {
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+		clientv3.WithLimit(limit + 1)}
+	if maxRev > 0 {
+		opts = append(opts, clientv3.WithMaxCreateRev(maxRev))
+	}
+	return clientv3.OpGet(ld, opts...)
+}
+
+// queueOfNewest reads the answer of newest. Its Count may include entries
+// newer than maxRev; More says whether older entries were left out.
+func (b *Backend) queueOfNewest(name string, rr *etcdserverpb.RangeResponse) queue {
+	q := b.queueOf(name, rr.Kvs)
+	if rr.More {
+		q.older = 1 // at least
+	}
 	return q
 }

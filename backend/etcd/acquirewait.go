@@ -78,18 +78,19 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 	op := fmt.Sprintf("acquire %q", req.Name)
 	nd := b.k.nameDir(req.Name)
 	ld := limitDir(nd, req.Limit)
-	key := entryKey(ld, req.ID)
 	want := min(ttlSeconds(req.TTL), ttlSeconds(b.cfg.WaiterTTL))
 	val := b.valueOf(req)
-	cmps := []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-		// No entry of another limit: below or above this limit's range.
-		clientv3.Compare(clientv3.CreateRevision(nd).WithRange(ld), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(prefixEnd(ld)).WithRange(prefixEnd(nd)), "=", 0),
-	}
+	// No entry of another limit: below or above this limit's range.
+	below := clientv3.Compare(clientv3.CreateRevision(nd).WithRange(ld), "=", 0)
+	above := clientv3.Compare(clientv3.CreateRevision(prefixEnd(ld)).WithRange(prefixEnd(nd)), "=", 0)
+	slot := b.slots.take()
+	key := b.slots.key(ld, slot)
 	for {
-		resp, l, life, err := b.putEntry(ctx, idleLease{}, want, cmps, key, val,
-			[]clientv3.Op{clientv3.OpGet(ld, clientv3.WithPrefix())}, clientv3.OpGet(nd, clientv3.WithPrefix()))
+		resp, l, life, err := b.putEntry(ctx, idleLease{}, want, func(lid clientv3.LeaseID) placement {
+			return placement{key: key, cmps: []clientv3.Cmp{absent(key), below, above},
+				then:   []clientv3.Op{put(key, val, lid), clientv3.OpGet(ld, clientv3.WithPrefix(), clientv3.WithCountOnly())},
+				orElse: []clientv3.Op{clientv3.OpGet(nd, clientv3.WithPrefix())}}
+		})
 		if err != nil {
 			// The Txn may have been applied all the same: take the entry
 			// back if it is on this call's lease.
@@ -97,23 +98,37 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 			return sema.Grant{}, b.acquireFail(ctx, op, err)
 		}
 		rr := resp.Responses[len(resp.Responses)-1].GetResponseRange() // after the put, if any
-		q := b.queueOf(req.Name, rr.Kvs)
-		w := &waiter{b: b, req: req, ld: ld, key: key, val: val, lease: l, want: want, owned: true, start: start,
-			lost: make(chan struct{})}
+		w := &waiter{b: b, req: req, ld: ld, key: key, val: val, lease: l, want: want, owned: true,
+			start: start, lost: make(chan struct{})}
+		var q queue
+		at := resp.Header.Revision
 		if resp.Succeeded {
 			w.rev = resp.Header.Revision
+			if rr.Count <= 1 {
+				// Alone: granted. (A Txn that writes runs in etcd's apply
+				// loop, one at a time: it only counts; reading what is ahead
+				// is a read of its own, served beside the writes.)
+				q = queue{name: req.Name, entries: []entry{{key: key, id: req.ID, limit: req.Limit, rev: w.rev, lease: l.id, val: val}}}
+			} else if q, at, err = w.read(ctx); err != nil {
+				w.life.Store(int64(life))
+				w.leave()
+				return sema.Grant{}, err
+			}
 		} else {
+			q = b.queueOf(req.Name, rr.Kvs)
+			b.slots.put(slot)
 			g, own, done, err := b.settle(ctx, req, &q, l)
 			if done {
 				return g, err
 			}
+			b.keepIdle(want, l)
 			if own < 0 {
-				b.keepIdle(want, l)
+				slot = b.slots.take()
+				key = b.slots.key(ld, slot)
 				continue // another limit's entries left between the compare and the read
 			}
 			// Queued already by an earlier call with this ID: wait on that
 			// entry, once its lease is confirmed alive.
-			b.keepIdle(want, l)
 			e := &q.entries[own]
 			sent, ttl, err := b.refresh(ctx, e.lease)
 			if errors.Is(err, errLeaseGone) {
@@ -121,10 +136,10 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 			} else if err != nil {
 				return sema.Grant{}, b.acquireFail(ctx, op, err)
 			}
-			w.lease, w.owned, w.rev, w.val, life = idleLease{id: e.lease, granted: ttl}, false, e.rev, e.val, sent
+			w.key, w.lease, w.owned, w.adopted, w.rev, w.val, life = e.key, idleLease{id: e.lease, granted: ttl}, false, true, e.rev, e.val, sent
 			q.entries = q.entries[:own+1]
 		}
 		w.life.Store(int64(life))
-		return w.wait(ctx, q, resp.Header.Revision)
+		return w.wait(ctx, q, at)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -25,9 +26,12 @@ type Backend struct {
 	log   *slog.Logger
 	epoch time.Time // base of now()
 
-	mu   sync.Mutex
-	recs map[string]*rec // the leases this backend granted, by lease ID
-	pool leasePool
+	mu    sync.Mutex
+	recs  map[string]*rec // the leases this backend granted, by lease ID
+	pool  leasePool
+	local locals
+	keep  *keeper
+	slots slots
 
 	closed chan struct{}  // closed by Close, under mu
 	bg     sync.WaitGroup // waiters and background steps, which Close waits for
@@ -90,7 +94,8 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, openError(cfg, err)
 	}
 	return &Backend{cli: cli, cfg: cfg, k: newKeys(cfg.Prefix), log: cfg.Logger, epoch: time.Now(),
-		recs: make(map[string]*rec), pool: newLeasePool(), closed: make(chan struct{})}, nil
+		recs: make(map[string]*rec), pool: newLeasePool(), local: newLocals(), keep: &keeper{cli: cli},
+		slots: slots{nonce: rand.Uint32()}, closed: make(chan struct{})}, nil
 }
 
 // OpenURL opens the backend named by an etcd:// or etcds:// URL (see
@@ -109,6 +114,16 @@ func openError(cfg Config, err error) error {
 		return fmt.Errorf("etcd: no endpoint of %v answered within %v: %w", cfg.Endpoints, cfg.DialTimeout, err)
 	}
 	return fmt.Errorf("etcd: connecting to %v: %w", cfg.Endpoints, err)
+}
+
+// gone records that the entry key (created at rev) is deleted: its local
+// waiters are told, and its slot, if it is this backend's, is reused.
+func (b *Backend) gone(key string, rev int64) {
+	if b.local.gone(key, rev) {
+		if slot, ok := b.slots.slotOf(key); ok {
+			b.slots.put(slot)
+		}
+	}
 }
 
 // Client returns the etcd client, for fenced writes of the user's own
@@ -145,6 +160,7 @@ func (b *Backend) Close() error {
 	for _, id := range b.pool.drain() {
 		_, _ = b.cli.Revoke(ctx, id)
 	}
+	b.keep.close()
 	return b.cli.Close()
 }
 

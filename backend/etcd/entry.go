@@ -11,10 +11,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// value is what an entry key holds (JSON): who asked, for how much, when.
-// The lease ID, limit and name are in the key; the token is the key's
-// create revision; the expiry is the etcd lease's.
+// value is what an entry key holds (JSON): which lease, who asked, for
+// how much, when. The limit and name are in the key; the token is the
+// key's create revision; the expiry is the etcd lease's.
 type value struct {
+	ID      string `json:"i"`
 	Owner   string `json:"o,omitempty"`
 	Weight  int64  `json:"w"`
 	Host    string `json:"h,omitempty"`
@@ -32,7 +33,7 @@ func encodeValue(v value) string {
 // entry is one key of a name's queue as read from etcd.
 type entry struct {
 	key    string
-	id     string
+	id     string // the sema lease ID (from the value)
 	limit  int64
 	rev    int64 // create revision: queue order and fencing token
 	mod    int64 // mod revision
@@ -47,25 +48,29 @@ type entry struct {
 // in beside something unknown) until its lease ends or an admin
 // force-releases it.
 func (k keys) decodeEntry(kv *mvccpb.KeyValue) (name string, e entry, ok bool) {
-	name, limit, id, ok := k.parseEntryKey(string(kv.Key))
+	name, limit, ok := k.parseEntryKey(string(kv.Key))
 	if !ok {
 		return "", entry{}, false
 	}
-	e = entry{key: string(kv.Key), id: id, limit: limit, rev: kv.CreateRevision, mod: kv.ModRevision,
+	e = entry{key: string(kv.Key), limit: limit, rev: kv.CreateRevision, mod: kv.ModRevision,
 		lease: clientv3.LeaseID(kv.Lease)}
 	if err := json.Unmarshal(kv.Value, &e.val); err != nil || e.val.Weight < 1 || e.val.Weight > limit ||
-		sema.ValidateID(id) != nil {
+		sema.ValidateID(e.val.ID) != nil {
 		e.broken = true
 		e.val = value{Owner: "(unreadable entry)", Weight: limit}
 	}
+	e.id = e.val.ID
 	return name, e, true
 }
 
 // queue is the entries of one name in create-revision order (the FIFO
-// order), as of one revision.
+// order), as of one revision. A waiter reads only the newest entries up to
+// its own: older is a lower bound of the number of entries it did not read,
+// all ahead of entries.
 type queue struct {
 	name    string
 	entries []entry
+	older   int64
 }
 
 // sortQueue puts entries in queue order.

@@ -112,9 +112,9 @@ func (b *Backend) expiries(ctx context.Context, hs []*sema.Holder, ids []clientv
 
 // ForceRelease ends the holders of name (all, or the one with lease ID
 // id) whatever their owners: one Txn deletes their entries, if they are
-// still the ones read, and records each in a force-release mark, so that
-// the holder's next renewal reports sema.ErrForceReleased; their etcd
-// leases are then revoked. Waiters are not touched: the freed permits go
+// still the ones read, and marks each lease force-released (a key kept a
+// while on an etcd lease of its own), so that the holder's next renewal
+// reports sema.ErrForceReleased; their etcd leases are then revoked. Waiters are not touched: the freed permits go
 // to them in order.
 func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Holder, error) {
 	if err := sema.ValidateName(name); err != nil {
@@ -163,7 +163,9 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Hol
 			return nil, b.fail(op, err)
 		}
 		for _, h := range hs {
-			ops = append(ops, clientv3.OpPut(b.k.markKey(h.ID), name, clientv3.WithLease(ml.ID)))
+			if h.ID != "" { // an unreadable entry names no lease
+				ops = append(ops, clientv3.OpPut(b.k.forcedKey(h.ID), name, clientv3.WithLease(ml.ID)))
+			}
 		}
 		cctx, cancel = b.call(ctx)
 		resp, err := b.cli.Txn(cctx).If(cmps...).Then(ops...).Commit()

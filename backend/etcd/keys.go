@@ -4,32 +4,40 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Key layout under the root prefix P (Config.Prefix):
 //
-//	P/q/<name>/<limit>/<lease id>   one entry per holder or waiter, attached
-//	                                to its etcd lease; its create revision
-//	                                orders the queue and is the fencing token
-//	P/r/<lease id>                  a force-released lease, kept a while so
-//	                                that its holder learns why it was lost
+//	P/q/<name>/<limit>/<slot>        one entry per holder or waiter, on its
+//	                                 etcd lease; its create revision orders
+//	                                 the queue and is the fencing token; its
+//	                                 value names the sema lease (JSON)
+//	P/f/<lease id>                   a lease an admin force-released, kept a
+//	                                 while so that its holder learns why
 //
 // <name> is the semaphore name escaped by escapeName: a name never becomes
 // a key unescaped, and never contains '/', so keys split unambiguously.
 // <limit> is eight hex digits, so that the entries of one limit form a key
 // range and an acquire can check in its Txn that no entry of another limit
-// exists.
+// exists. An entry is named after a slot of the backend that put it (16 hex
+// digits: the backend's random nonce, then a slot number it reuses once the
+// slot's last entry is known deleted), not after the sema lease: a busy
+// name keeps reusing a few keys. (Every key ever created stays in etcd's
+// index until a compaction, and counting or reading a queue visits them
+// all: one new key per acquisition would make each step slower than the
+// last.)
 
 // keys holds the key prefixes of one backend.
 type keys struct {
 	root   string // P/
 	queues string // P/q/
-	marks  string // P/r/
+	forced string // P/f/
 }
 
 func newKeys(prefix string) keys {
 	root := prefix + "/"
-	return keys{root: root, queues: root + "q/", marks: root + "r/"}
+	return keys{root: root, queues: root + "q/", forced: root + "f/"}
 }
 
 // nameDir is the prefix of every entry of name: P/q/<name>/.
@@ -40,11 +48,53 @@ func limitDir(nameDir string, limit int64) string {
 	return nameDir + fmt.Sprintf("%08x", limit) + "/"
 }
 
-// entryKey is the key of lease id in a limit directory.
-func entryKey(limitDir, id string) string { return limitDir + id }
+// slots hands out the names of a backend's entries.
+type slots struct {
+	mu    sync.Mutex
+	nonce uint32
+	next  uint32
+	free  []uint32
+}
 
-// markKey is the key that records a force-release of lease id.
-func (k keys) markKey(id string) string { return k.marks + id }
+// take returns a slot no live entry of this backend uses.
+func (s *slots) take() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.free); n > 0 {
+		slot := s.free[n-1]
+		s.free = s.free[:n-1]
+		return slot
+	}
+	s.next++
+	return s.next
+}
+
+// put gives back the slot of an entry known deleted (or never created).
+func (s *slots) put(slot uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.free = append(s.free, slot)
+}
+
+// key is the key of the entry in a slot of a limit directory.
+func (s *slots) key(limitDir string, slot uint32) string {
+	return limitDir + fmt.Sprintf("%08x%08x", s.nonce, slot)
+}
+
+// slotOf returns the slot of key if it is one of this backend's.
+func (s *slots) slotOf(key string) (uint32, bool) {
+	if len(key) < 16 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(key[len(key)-16:], 16, 64)
+	if err != nil || uint32(v>>32) != s.nonce {
+		return 0, false
+	}
+	return uint32(v), true
+}
+
+// forcedKey is the key that says an admin force-released lease id.
+func (k keys) forcedKey(id string) string { return k.forced + id }
 
 // prefixEnd returns the end of the key range of all keys starting with p.
 // Keys here are never empty and never end in 0xff (escaped names and hex).
@@ -59,32 +109,41 @@ func prefixEnd(p string) string {
 	return "\x00" // the whole key space: never reached with our keys
 }
 
-// parseEntryKey splits an entry key into name, limit and lease id. ok is
-// false for a key that is not one of ours.
-func (k keys) parseEntryKey(key string) (name string, limit int64, id string, ok bool) {
+// parseEntryKey splits an entry key into name and limit. ok is false for a
+// key that is not one of ours.
+func (k keys) parseEntryKey(key string) (name string, limit int64, ok bool) {
 	rest, found := strings.CutPrefix(key, k.queues)
 	if !found {
-		return "", 0, "", false
+		return "", 0, false
 	}
 	i := strings.LastIndexByte(rest, '/')
-	if i < 0 {
-		return "", 0, "", false
+	if i < 0 || len(rest)-i-1 != 16 || !isHex(rest[i+1:]) {
+		return "", 0, false
 	}
-	id = rest[i+1:]
 	rest = rest[:i]
 	j := strings.LastIndexByte(rest, '/')
-	if j < 0 || len(rest)-j-1 != 8 || id == "" {
-		return "", 0, "", false
+	if j < 0 || len(rest)-j-1 != 8 || !isHex(rest[j+1:]) {
+		return "", 0, false
 	}
 	limit, err := strconv.ParseInt(rest[j+1:], 16, 64)
 	if err != nil || limit < 1 {
-		return "", 0, "", false
+		return "", 0, false
 	}
 	name, err = unescapeName(rest[:j])
 	if err != nil {
-		return "", 0, "", false
+		return "", 0, false
 	}
-	return name, limit, id, true
+	return name, limit, true
+}
+
+// isHex reports whether s is lower-case hex digits only.
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // escapeName maps a name to a key segment byte by byte: '%', '/' and the

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -113,14 +112,14 @@ func (b *Backend) refresh(ctx context.Context, id clientv3.LeaseID) (sent time.D
 	cctx, cancel := b.call(ctx)
 	defer cancel()
 	sent = b.now()
-	resp, err := b.cli.KeepAliveOnce(cctx, id)
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	ttl, err = b.keep.keepAlive(cctx, id)
+	switch {
+	case err != nil:
+		return sent, 0, err
+	case ttl <= 0:
 		return sent, 0, errLeaseGone
 	}
-	if err != nil {
-		return sent, 0, err
-	}
-	return sent, resp.TTL, nil
+	return sent, ttl, nil
 }
 
 var errLeaseGone = errors.New("etcd lease not found (expired or revoked)")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sema-dev/sema"
@@ -35,9 +34,12 @@ func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration)
 	if r == nil {
 		return sema.Grant{}, fmt.Errorf("etcd: %s: %w", op, b.lossReason(ctx, id))
 	}
-	if ttlSeconds(ttl) > r.ttl {
-		return sema.Grant{}, fmt.Errorf("etcd: %s: %w: ttl %v is longer than the %ds the lease was granted with",
-			op, sema.ErrInvalidArgument, ttl, r.ttl)
+	tooLong := func(granted int64) error {
+		return fmt.Errorf("etcd: %s: %w: ttl %v is longer than the %ds the lease was granted with",
+			op, sema.ErrInvalidArgument, ttl, granted)
+	}
+	if r.ttl > 0 && ttlSeconds(ttl) > r.ttl {
+		return sema.Grant{}, tooLong(r.ttl)
 	}
 	kac := make(chan refreshed, 1)
 	go func() {
@@ -51,11 +53,14 @@ func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration)
 	switch {
 	case errors.Is(ka.err, errLeaseGone) || gerr == nil && !isEntry(resp, r):
 		b.forget(id)
+		b.gone(r.key, r.rev)
 		return sema.Grant{}, fmt.Errorf("etcd: %s: %w", op, b.lossReason(ctx, id))
 	case ka.err != nil:
 		return sema.Grant{}, b.fail(op, ka.err)
 	case gerr != nil:
 		return sema.Grant{}, b.fail(op, gerr)
+	case ttlSeconds(ttl) > ka.ttl:
+		return sema.Grant{}, tooLong(ka.ttl) // found in etcd: its TTL was unknown
 	}
 	expires := ka.sent + time.Duration(ka.ttl)*time.Second
 	b.mu.Lock()
@@ -72,8 +77,8 @@ func isEntry(resp *clientv3.GetResponse, r *rec) bool {
 }
 
 // Release deletes the lease's entry in one Txn that compares its create
-// revision and etcd lease, so a late or repeated release never touches a
-// newer lease. An unknown or expired lease is sema.ErrNotHeld.
+// revision, so a late or repeated release never touches a newer lease. An
+// unknown or expired lease is sema.ErrNotHeld.
 func (b *Backend) Release(ctx context.Context, name, id string) error {
 	if err := checkNameID(name, id); err != nil {
 		return err
@@ -90,15 +95,15 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 		return fmt.Errorf("etcd: %s: %w", op, sema.ErrNotHeld)
 	}
 	cctx, cancel := b.call(ctx)
-	resp, err := b.cli.Txn(cctx).If(
-		clientv3.Compare(clientv3.CreateRevision(r.key), "=", r.rev),
-		clientv3.Compare(clientv3.LeaseValue(r.key), "=", r.lease),
-	).Then(clientv3.OpDelete(r.key)).Commit()
+	// The create revision names one entry: its key is reused only later.
+	resp, err := b.cli.Txn(cctx).If(clientv3.Compare(clientv3.CreateRevision(r.key), "=", r.rev)).
+		Then(clientv3.OpDelete(r.key)).Commit()
 	cancel()
 	if err != nil {
 		return b.fail(op, err)
 	}
 	b.forget(id)
+	b.gone(r.key, r.rev)
 	if !resp.Succeeded {
 		return fmt.Errorf("etcd: %s: %w", op, sema.ErrNotHeld)
 	}
@@ -107,7 +112,7 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 }
 
 // lookup returns the record of lease id: the one kept when this backend
-// granted it, else one made from its entry in etcd (owned false), else nil.
+// granted it, else one read from its entry in etcd (owned false), else nil.
 func (b *Backend) lookup(ctx context.Context, name, id string) (*rec, error) {
 	b.mu.Lock()
 	r := b.recs[id]
@@ -115,20 +120,15 @@ func (b *Backend) lookup(ctx context.Context, name, id string) (*rec, error) {
 	if r != nil && r.name == name {
 		return r, nil
 	}
-	nd := b.k.nameDir(name)
 	cctx, cancel := b.call(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(cctx, nd, clientv3.WithPrefix())
+	resp, err := b.cli.Get(cctx, b.k.nameDir(name), clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
 	for _, kv := range resp.Kvs {
-		if !strings.HasSuffix(string(kv.Key), "/"+id) {
-			continue
-		}
 		if _, e, ok := b.k.decodeEntry(kv); ok && e.id == id {
-			return &rec{name: name, key: e.key, rev: e.rev, lease: e.lease, limit: e.limit, val: e.val,
-				ttl: ttlSeconds(time.Duration(e.val.TTL) * time.Millisecond)}, nil
+			return &rec{name: name, key: e.key, rev: e.rev, lease: e.lease, limit: e.limit, val: e.val}, nil
 		}
 	}
 	return nil, nil
@@ -139,7 +139,7 @@ func (b *Backend) lookup(ctx context.Context, name, id string) (*rec, error) {
 func (b *Backend) lossReason(ctx context.Context, id string) error {
 	cctx, cancel := b.call(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(cctx, b.k.markKey(id), clientv3.WithCountOnly())
+	resp, err := b.cli.Get(cctx, b.k.forcedKey(id), clientv3.WithCountOnly())
 	if err == nil && resp.Count > 0 {
 		return sema.ErrForceReleased
 	}

@@ -4,73 +4,174 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/sema-dev/sema"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // waiter is one queued request.
 type waiter struct {
-	b     *Backend
-	req   *sema.Request
-	ld    string // the limit directory of the name
-	key   string // its entry
-	val   value  // its entry's value
-	rev   int64  // its entry's create revision
-	lease idleLease
-	want  int64 // TTL its lease was asked for, s
-	owned bool  // the lease is this backend's (false for an adopted entry)
-	start time.Duration
-	life  atomic.Int64  // b.now() of the last confirmed start of the lease's life
-	lost  chan struct{} // closed by keepAlive when etcd no longer has the lease
+	b       *Backend
+	req     *sema.Request
+	ld      string // the limit directory of the name
+	key     string // its entry
+	val     value  // its entry's value
+	rev     int64  // its entry's create revision
+	lease   idleLease
+	want    int64 // TTL its lease was asked for, s
+	owned   bool  // the lease is this backend's alone (it may be reused)
+	adopted bool  // the entry was put by an earlier call with the same ID
+	start   time.Duration
+	life    atomic.Int64  // b.now() of the last confirmed start of the lease's life
+	lost    chan struct{} // closed by keepAlive when etcd no longer has the lease
 }
 
 // wait waits for the grant, starting from q, the name's entries up to the
 // waiter's own as of revision at.
 func (w *waiter) wait(ctx context.Context, q queue, at int64) (sema.Grant, error) {
-	if ahead, ok := w.ahead(&q); ok && sum(ahead)+w.req.Weight <= w.req.Limit {
-		return w.granted(ctx) // at once
+	if ahead, load, ok := w.ahead(&q); ok && load+w.req.Weight <= w.req.Limit {
+		return w.granted(ctx, false, ahead) // at once
+	}
+	if !w.adopted {
+		w.b.local.add(w.key, w.rev, false)
 	}
 	kctx, stop := context.WithCancel(context.Background())
 	kdone := make(chan struct{})
 	go w.keepAlive(kctx, kdone)
 	defer func() { stop(); <-kdone }()
 	for {
-		ahead, ok := w.ahead(&q)
+		ahead, load, ok := w.ahead(&q)
 		if !ok {
+			w.b.gone(w.key, w.rev)
 			return sema.Grant{}, errRequeue
 		}
-		if sum(ahead)+w.req.Weight <= w.req.Limit {
-			return w.granted(ctx)
+		if load+w.req.Weight <= w.req.Limit {
+			return w.granted(ctx, true, ahead)
 		}
-		var granted bool
+		var model []entry
+		var local bool
 		var err error
-		q, at, granted, err = w.watch(ctx, ahead, at)
+		q, at, model, local, err = w.waitLocal(ctx, ahead, q.older == 0, at)
+		if !local {
+			q, at, model, err = w.watch(ctx, ahead, load, at)
+		}
 		switch {
 		case err != nil:
 			if !errors.Is(err, errRequeue) {
 				w.leave()
 			} else {
 				_, _ = w.b.deleteEntry(w.key, w.rev)
+				w.b.gone(w.key, w.rev)
 			}
 			return sema.Grant{}, err
-		case granted:
-			return w.granted(ctx)
+		case model != nil:
+			return w.granted(ctx, true, model)
 		}
 	}
 }
 
-// ahead returns the entries ahead of the waiter in q; ok is false if its
-// own entry is not there.
-func (w *waiter) ahead(q *queue) (ahead []entry, ok bool) {
-	for i := range q.entries {
-		if q.entries[i].rev == w.rev {
-			return q.entries[:i], q.entries[i].id == w.req.ID
+// waitLocal waits in-process for what may grant the waiter, when what it
+// must watch is this backend's own entries: every entry ahead, if it knows
+// them all (exact), else the entry just ahead. When that one is granted it
+// passes on the entries still ahead of it, so the waiter then knows all
+// its own; when a lock's holder just ahead leaves, nothing is ahead. It
+// returns the entries still ahead (all holding) when the waiter is
+// granted; else a fresh read of the queue; local is false if an entry to
+// watch is not this backend's (then nothing was waited for).
+func (w *waiter) waitLocal(ctx context.Context, ahead []entry, exact bool, at int64) (
+	q queue, qat int64, granted []entry, local bool, err error) {
+	var model []entry // every entry still ahead, when known
+	if exact {
+		model = slices.Clone(ahead)
+	}
+	pred := ahead[len(ahead)-1]
+	var subs []entry
+	var ch chan localEvent
+	unsubscribe := func() {
+		for _, e := range subs {
+			w.b.local.unsubscribe(e.key, e.rev, ch, e.key == pred.key && e.rev == pred.rev)
 		}
 	}
-	return nil, false
+	defer func() { unsubscribe() }()
+	reread := func() (queue, int64, []entry, bool, error) {
+		q, at, err := w.read(ctx)
+		return q, at, nil, true, err
+	}
+	recheck := time.NewTimer(w.b.cfg.Recheck)
+	defer recheck.Stop()
+	for {
+		if model != nil && sum(model)+w.req.Weight <= w.req.Limit {
+			return q, at, model, true, nil
+		}
+		// Subscribe to what is to be watched now.
+		unsubscribe()
+		subs = model
+		if model == nil {
+			subs = []entry{pred}
+		}
+		ch = make(chan localEvent, 2*len(subs))
+		for i, e := range subs {
+			held, pahead, ok := w.b.local.subscribe(e.key, e.rev, ch, e.key == pred.key && e.rev == pred.rev)
+			if !ok {
+				subs = subs[:i]
+				if !local {
+					return q, at, nil, false, nil // not this backend's: watch etcd
+				}
+				return reread()
+			}
+			if model == nil && held {
+				ch <- localEvent{key: e.key, rev: e.rev, held: true, ahead: pahead}
+			}
+		}
+		local = true
+	wait:
+		for {
+			select {
+			case ev := <-ch:
+				switch {
+				case model != nil && ev.gone:
+					model = slices.DeleteFunc(model, func(e entry) bool { return e.key == ev.key && e.rev == ev.rev })
+					break wait
+				case model != nil:
+				case ev.held:
+					// The entry just ahead holds: every entry ahead of this
+					// waiter is known now.
+					model = append(slices.Clone(ev.ahead), pred)
+					break wait
+				case ev.gone && ev.held && w.req.Limit == 1:
+					// A lock's holder left: nothing was ahead of it, nothing can
+					// come ahead, and nothing is between it and this waiter.
+					return q, at, []entry{}, true, nil
+				default: // the entry ahead left without holding
+					return reread()
+				}
+			case <-recheck.C:
+				return reread()
+			case <-w.lost:
+				return q, at, nil, true, errRequeue
+			case <-ctx.Done():
+				return q, at, nil, true, notAcquired(ctx)
+			case <-w.b.closed:
+				return q, at, nil, true, sema.ErrClosed
+			}
+		}
+	}
+}
+
+// ahead returns the entries ahead of the waiter in q and their weight (at
+// least, counting one for each entry not read); ok is false if its own
+// entry is not there.
+func (w *waiter) ahead(q *queue) (ahead []entry, load int64, ok bool) {
+	for i := range q.entries {
+		if q.entries[i].rev == w.rev {
+			return q.entries[:i], sum(q.entries[:i]) + q.older, q.entries[i].id == w.req.ID
+		}
+	}
+	return nil, 0, false
 }
 
 func sum(es []entry) int64 {
@@ -79,102 +180,6 @@ func sum(es []entry) int64 {
 		s += e.val.Weight
 	}
 	return s
-}
-
-// watch waits for a change that may grant the waiter. While an entry ahead
-// waits too, it watches only the entry just ahead (its deletion, or a put:
-// a grant mark or a move to a longer lease) and then re-reads. Once every
-// entry ahead holds, it watches the deletions of the queue and counts them
-// against the entries ahead: the grant needs no read. A watch starts at the
-// current revision, so etcd treats it as synced at once; if the queue may
-// have changed since it was read, one read after the watch exists closes
-// the gap.
-func (w *waiter) watch(ctx context.Context, ahead []entry, at int64) (q queue, qat int64, granted bool, err error) {
-	head := sum(ahead) <= w.req.Limit
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	var wch clientv3.WatchChan
-	if head {
-		wch = w.b.cli.Watch(wctx, w.ld, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
-	} else {
-		wch = w.b.cli.Watch(wctx, ahead[len(ahead)-1].key, clientv3.WithCreatedNotify())
-	}
-	recheck := time.NewTimer(w.b.cfg.Recheck)
-	defer recheck.Stop()
-	model := make(map[string]int64, len(ahead))
-	for _, e := range ahead {
-		model[e.key] = e.val.Weight
-	}
-	left := sum(ahead)
-	created := false
-	for {
-		select {
-		case resp, ok := <-wch:
-			if !ok || resp.Err() != nil || resp.Canceled {
-				// Cancelled by etcd (leader lost, compacted, …): read again.
-				return w.reread(ctx)
-			}
-			if resp.Created {
-				created = true
-				if resp.Header.Revision <= at {
-					continue
-				}
-				// The queue may have changed between the read and the watch.
-				if q, at, err = w.read(ctx); err != nil {
-					return q, at, false, err
-				}
-				fresh, ok := w.ahead(&q)
-				if !ok {
-					return q, at, false, nil
-				}
-				if head {
-					clear(model)
-					for _, e := range fresh {
-						model[e.key] = e.val.Weight
-					}
-					if left = sum(fresh); left+w.req.Weight <= w.req.Limit {
-						return q, at, true, nil
-					}
-					continue
-				}
-				pred := ahead[len(ahead)-1]
-				if len(fresh) == 0 || fresh[len(fresh)-1].key != pred.key || fresh[len(fresh)-1].mod != pred.mod {
-					return q, at, false, nil // it changed: evaluate again
-				}
-				continue
-			}
-			if !created {
-				continue
-			}
-			for _, ev := range resp.Events {
-				if ev.Kv.ModRevision <= at {
-					continue // already in the state read
-				}
-				if !head {
-					return w.reread(ctx)
-				}
-				k := string(ev.Kv.Key)
-				if k == w.key {
-					return q, at, false, errRequeue
-				}
-				if wt, ok := model[k]; ok {
-					delete(model, k)
-					left -= wt
-				}
-			}
-			if head && left+w.req.Weight <= w.req.Limit {
-				return q, at, true, nil
-			}
-		case <-recheck.C:
-			return w.reread(ctx)
-		case <-w.lost:
-			return q, at, false, errRequeue
-		case <-ctx.Done():
-			return q, at, false, notAcquired(ctx)
-		case <-w.b.closed:
-			return q, at, false, sema.ErrClosed
-		}
-	}
 }
 
 // reread reads the queue again, retrying transient errors with a backoff
@@ -190,10 +195,11 @@ func (w *waiter) read(ctx context.Context) (queue, int64, error) {
 	delay := 50 * time.Millisecond
 	for {
 		cctx, cancel := w.b.call(ctx)
-		resp, err := w.b.cli.Get(cctx, w.ld, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(w.rev))
+		resp, err := w.b.cli.Do(cctx, newest(w.ld, w.req.Limit, w.rev))
 		cancel()
 		if err == nil {
-			return w.b.queueOf(w.req.Name, resp.Kvs), resp.Header.Revision, nil
+			rr := (*etcdserverpb.RangeResponse)(resp.Get())
+			return w.b.queueOfNewest(w.req.Name, rr), rr.Header.Revision, nil
 		}
 		if errors.Is(classify(err), sema.ErrPermission) {
 			return queue{}, 0, w.b.fail(fmt.Sprintf("acquire %q", w.req.Name), err)
@@ -240,7 +246,7 @@ func (w *waiter) keepAlive(ctx context.Context, done chan<- struct{}) {
 // TTL moves its entry to a lease of its own TTL; a grant that leaves room
 // for the next waiter marks the entry, which wakes that waiter (it watches
 // this entry); then the grant is recorded.
-func (w *waiter) granted(ctx context.Context) (sema.Grant, error) {
+func (w *waiter) granted(ctx context.Context, waited bool, ahead []entry) (sema.Grant, error) {
 	b, req := w.b, w.req
 	val := w.val
 	val.Granted = time.Now().UnixNano()
@@ -251,6 +257,7 @@ func (w *waiter) granted(ctx context.Context) (sema.Grant, error) {
 		sent, ttl, err := b.refresh(ctx, w.lease.id)
 		switch {
 		case errors.Is(err, errLeaseGone):
+			b.gone(w.key, w.rev)
 			return sema.Grant{}, errRequeue
 		case err != nil:
 			w.leave()
@@ -261,26 +268,34 @@ func (w *waiter) granted(ctx context.Context) (sema.Grant, error) {
 	}
 	l := w.lease
 	if hold := ttlSeconds(req.TTL); w.want < hold {
+		// Move the entry to a lease of the request's TTL (same key: same
+		// place, same token); the waiter lease, keyless now, is reused.
 		cmps := []clientv3.Cmp{
 			clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
 			clientv3.Compare(clientv3.LeaseValue(w.key), "=", w.lease.id),
 		}
-		resp, nl, nlife, err := b.putEntry(ctx, idleLease{}, hold, cmps, w.key, val, nil, clientv3.OpGet(w.key))
+		resp, nl, nlife, err := b.putEntry(ctx, idleLease{}, hold, func(lid clientv3.LeaseID) placement {
+			return placement{key: w.key, cmps: cmps, then: []clientv3.Op{put(w.key, val, lid)}}
+		})
 		if err != nil {
 			w.leave()
 			return sema.Grant{}, b.acquireFail(ctx, fmt.Sprintf("acquire %q", req.Name), err)
 		}
 		if !resp.Succeeded {
 			b.keepIdle(hold, nl)
+			b.gone(w.key, w.rev)
 			return sema.Grant{}, errRequeue
 		}
 		if w.owned {
-			b.keepIdle(w.want, w.lease)
+			b.keepIdle(w.want, w.lease) // it has no key now
 		}
 		l, life = nl, nlife
 		w.owned = true
-	} else if req.Limit > 1 && req.Weight < req.Limit {
-		b.mark(w.key, w.rev, val)
+	}
+	if !waited && !w.adopted {
+		b.local.add(w.key, w.rev, true)
+	} else if !b.local.hold(w.key, w.rev, ahead) && req.Limit > 1 && req.Weight < req.Limit {
+		b.mark(w.key, w.rev, val) // wakes a waiter of another process behind it
 	}
 	return b.granted(req, w.key, w.rev, l, w.owned, val, life, life-w.start), nil
 }
@@ -304,6 +319,9 @@ func (b *Backend) mark(key string, rev int64, val value) {
 // the cancellation) and keeps its lease for reuse if it is the backend's.
 func (w *waiter) leave() {
 	deleted, err := w.b.deleteEntry(w.key, w.rev)
+	if err == nil {
+		w.b.gone(w.key, w.rev)
+	}
 	if err == nil && deleted && w.owned {
 		l := w.lease
 		l.expires = time.Duration(w.life.Load()) + time.Duration(l.granted)*time.Second
