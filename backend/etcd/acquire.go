@@ -39,6 +39,7 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	slot := b.slots.take()
 	key := b.slots.key(ld, slot)
 	var l idleLease
+	var q queue // the name as last read
 	for try := 0; ; try++ {
 		resp, lease, life, err := b.putEntry(ctx, l, want, func(lid clientv3.LeaseID) placement {
 			return placement{key: key, cmps: []clientv3.Cmp{absent(key), guard}, then: []clientv3.Op{put(key, val, lid)}}
@@ -49,7 +50,8 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 		}
 		l = lease
 		if resp.Succeeded {
-			b.local.add(key, resp.Header.Revision, true)
+			ahead := known(q.entries) // all holding as read (some may have left since); none at the first try
+			b.local.add(key, resp.Header.Revision, req.Weight, ahead)
 			return b.granted(&req, key, resp.Header.Revision, l, true, val, life, 0), nil
 		}
 		cctx, cancel := b.call(ctx)
@@ -60,7 +62,7 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 			b.slots.put(slot)
 			return sema.Grant{}, b.acquireFail(ctx, op, err)
 		}
-		q := b.queueOf(req.Name, rresp.Kvs)
+		q = b.queueOf(req.Name, rresp.Kvs)
 		g, own, done, err := b.settle(ctx, &req, &q, l)
 		if done || own >= 0 {
 			b.slots.put(slot)
@@ -173,10 +175,12 @@ func (b *Backend) putEntry(ctx context.Context, l idleLease, want int64, place f
 		var ka keeping
 		var kaSent time.Duration
 		if reused {
+			Stat.KA.Add(1)
 			kaSent, ka = b.now(), b.keep.send(l.id)
 		}
 		p := place(l.id)
 		cctx, cancel := b.call(ctx)
+		Stat.Txn.Add(1)
 		resp, err = b.cli.Txn(cctx).If(p.cmps...).Then(p.then...).Else(p.orElse...).Commit()
 		cancel()
 		gone := errors.Is(err, rpctypes.ErrLeaseNotFound)

@@ -85,10 +85,14 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 	above := clientv3.Compare(clientv3.CreateRevision(prefixEnd(ld)).WithRange(prefixEnd(nd)), "=", 0)
 	slot := b.slots.take()
 	key := b.slots.key(ld, slot)
+	tail := b.k.tailKey(req.Name, req.Limit)
 	for {
 		resp, l, life, err := b.putEntry(ctx, idleLease{}, want, func(lid clientv3.LeaseID) placement {
+			then := []clientv3.Op{put(key, val, lid)}
+			// The tail says which entry is just ahead.
+			then = append(then, clientv3.OpGet(tail), clientv3.OpPut(tail, key, clientv3.WithLease(lid)))
 			return placement{key: key, cmps: []clientv3.Cmp{absent(key), below, above},
-				then:   []clientv3.Op{put(key, val, lid), clientv3.OpGet(ld, clientv3.WithPrefix(), clientv3.WithCountOnly())},
+				then:   append(then, clientv3.OpGet(ld, clientv3.WithPrefix(), clientv3.WithCountOnly())),
 				orElse: []clientv3.Op{clientv3.OpGet(nd, clientv3.WithPrefix())}}
 		})
 		if err != nil {
@@ -104,15 +108,40 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 		at := resp.Header.Revision
 		if resp.Succeeded {
 			w.rev = resp.Header.Revision
-			if rr.Count <= 1 {
+			me := entry{key: key, id: req.ID, limit: req.Limit, rev: w.rev, lease: l.id, val: val}
+			if tr := resp.Responses[1].GetResponseRange(); rr.Count > 1 && len(tr.Kvs) == 1 {
+				// The entry last queued before this one (it may have left
+				// since: the first look at it finds so, as at < its rev).
+				// A lock needs no more; a semaphore needs the weights ahead,
+				// which an entry of this backend's hands on when it is
+				// granted, else a read.
+				t := tr.Kvs[0]
+				pred := entry{key: string(t.Value), limit: req.Limit, rev: t.ModRevision, mod: t.ModRevision, val: value{Weight: 1}}
+				weight, local := b.local.weight(pred.key, pred.rev)
+				if local {
+					pred.val.Weight = weight
+				}
+				if req.Limit == 1 || local {
+					q = queue{name: req.Name, entries: []entry{pred, me}}
+					if rr.Count > 2 || req.Limit > 1 {
+						q.older = req.Limit // unknown: at least enough not to fit
+					}
+					at = t.ModRevision
+				}
+			}
+			switch {
+			case q.entries != nil:
+			case rr.Count <= 1:
 				// Alone: granted. (A Txn that writes runs in etcd's apply
 				// loop, one at a time: it only counts; reading what is ahead
 				// is a read of its own, served beside the writes.)
-				q = queue{name: req.Name, entries: []entry{{key: key, id: req.ID, limit: req.Limit, rev: w.rev, lease: l.id, val: val}}}
-			} else if q, at, err = w.read(ctx); err != nil {
-				w.life.Store(int64(life))
-				w.leave()
-				return sema.Grant{}, err
+				q = queue{name: req.Name, entries: []entry{me}}
+			default:
+				if q, at, err = w.read(ctx); err != nil {
+					w.life.Store(int64(life))
+					w.leave()
+					return sema.Grant{}, err
+				}
 			}
 		} else {
 			q = b.queueOf(req.Name, rr.Kvs)

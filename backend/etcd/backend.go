@@ -93,9 +93,12 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		cli.Close()
 		return nil, openError(cfg, err)
 	}
-	return &Backend{cli: cli, cfg: cfg, k: newKeys(cfg.Prefix), log: cfg.Logger, epoch: time.Now(),
+	b := &Backend{cli: cli, cfg: cfg, k: newKeys(cfg.Prefix), log: cfg.Logger, epoch: time.Now(),
 		recs: make(map[string]*rec), pool: newLeasePool(), local: newLocals(), keep: &keeper{cli: cli},
-		slots: slots{nonce: rand.Uint32()}, closed: make(chan struct{})}, nil
+		slots: slots{nonce: rand.Uint32()}, closed: make(chan struct{})}
+	b.bg.Add(1)
+	go b.anchor()
+	return b, nil
 }
 
 // OpenURL opens the backend named by an etcd:// or etcds:// URL (see

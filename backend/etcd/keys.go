@@ -13,6 +13,10 @@ import (
 //	                                 etcd lease; its create revision orders
 //	                                 the queue and is the fencing token; its
 //	                                 value names the sema lease (JSON)
+//	P/t/<name>/<limit>               a lock's tail: the key of the entry
+//	                                 last queued (limit 1 only), on its etcd
+//	                                 lease; its mod revision is that entry's
+//	                                 create revision
 //	P/f/<lease id>                   a lease an admin force-released, kept a
 //	                                 while so that its holder learns why
 //
@@ -32,12 +36,18 @@ import (
 type keys struct {
 	root   string // P/
 	queues string // P/q/
+	tails  string // P/t/
 	forced string // P/f/
 }
 
 func newKeys(prefix string) keys {
 	root := prefix + "/"
-	return keys{root: root, queues: root + "q/", forced: root + "f/"}
+	return keys{root: root, queues: root + "q/", tails: root + "t/", forced: root + "f/"}
+}
+
+// tailKey is the key of the tail of a lock's queue.
+func (k keys) tailKey(name string, limit int64) string {
+	return k.tails + escapeName(name) + "/" + fmt.Sprintf("%08x", limit)
 }
 
 // nameDir is the prefix of every entry of name: P/q/<name>/.

@@ -15,11 +15,12 @@ type locals struct {
 }
 
 type localEntry struct {
-	rev   int64
-	held  bool    // granted
-	ahead []entry // when granted: the entries still ahead of it, all holding
-	subs  []chan<- localEvent
-	next  int // how many subscribers watch it as the entry just ahead of theirs
+	rev    int64
+	weight int64
+	held   bool    // granted
+	ahead  []entry // when granted: the entries still ahead of it, all holding (never nil)
+	subs   []chan<- localEvent
+	next   int // how many subscribers watch it as the entry just ahead of theirs
 }
 
 // localEvent says that the entry key (created at rev) holds now (with the
@@ -32,13 +33,22 @@ type localEvent struct {
 	ahead []entry
 }
 
+// known returns ahead as a list known to be complete: never nil.
+func known(ahead []entry) []entry {
+	if ahead == nil {
+		return []entry{}
+	}
+	return ahead
+}
+
 func newLocals() locals { return locals{m: make(map[string]*localEntry)} }
 
-// add registers an entry this backend put.
-func (l *locals) add(key string, rev int64, held bool) {
+// add registers an entry this backend put: waiting, or (if ahead is not
+// nil) granted with the entries still ahead of it.
+func (l *locals) add(key string, rev, weight int64, ahead []entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.m[key] = &localEntry{rev: rev, held: held}
+	l.m[key] = &localEntry{rev: rev, weight: weight, held: ahead != nil, ahead: ahead}
 }
 
 // hold records that the entry is granted, with the entries still ahead of
@@ -51,6 +61,7 @@ func (l *locals) hold(key string, rev int64, ahead []entry) bool {
 	if e == nil || e.rev != rev {
 		return false
 	}
+	ahead = known(ahead)
 	e.held, e.ahead = true, ahead
 	for _, ch := range e.subs {
 		ch <- localEvent{key: key, rev: rev, held: true, ahead: ahead}
@@ -72,6 +83,18 @@ func (l *locals) gone(key string, rev int64) bool {
 		ch <- localEvent{key: key, rev: rev, gone: true, held: e.held}
 	}
 	return true
+}
+
+// weight returns the weight of the entry key created at rev if it is one
+// of this backend's, not known to be gone.
+func (l *locals) weight(key string, rev int64) (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.m[key]
+	if e == nil || e.rev != rev {
+		return 0, false
+	}
+	return e.weight, true
 }
 
 // subscribe asks for the events of the entry key created at rev on ch,

@@ -37,7 +37,7 @@ func (w *waiter) wait(ctx context.Context, q queue, at int64) (sema.Grant, error
 		return w.granted(ctx, false, ahead) // at once
 	}
 	if !w.adopted {
-		w.b.local.add(w.key, w.rev, false)
+		w.b.local.add(w.key, w.rev, w.req.Weight, nil)
 	}
 	kctx, stop := context.WithCancel(context.Background())
 	kdone := make(chan struct{})
@@ -195,6 +195,7 @@ func (w *waiter) read(ctx context.Context) (queue, int64, error) {
 	delay := 50 * time.Millisecond
 	for {
 		cctx, cancel := w.b.call(ctx)
+		Stat.Read.Add(1)
 		resp, err := w.b.cli.Do(cctx, newest(w.ld, w.req.Limit, w.rev))
 		cancel()
 		if err == nil {
@@ -293,7 +294,7 @@ func (w *waiter) granted(ctx context.Context, waited bool, ahead []entry) (sema.
 		w.owned = true
 	}
 	if !waited && !w.adopted {
-		b.local.add(w.key, w.rev, true)
+		b.local.add(w.key, w.rev, req.Weight, known(ahead))
 	} else if !b.local.hold(w.key, w.rev, ahead) && req.Limit > 1 && req.Weight < req.Limit {
 		b.mark(w.key, w.rev, val) // wakes a waiter of another process behind it
 	}

@@ -25,6 +25,7 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	pred := ahead[len(ahead)-1]
+	Stat.Watch.Add(1)
 	var wch clientv3.WatchChan
 	if head {
 		wch = w.b.cli.Watch(wctx, w.ld, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
@@ -52,19 +53,24 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 					continue // nothing happened since the read
 				}
 				// The queue may have changed between the read and the watch.
+				if !head {
+					// Only the entry ahead matters: a read of that key.
+					changed, gat, err := w.changed(ctx, pred)
+					if err != nil || changed {
+						return reread()
+					}
+					at = gat
+					continue
+				}
 				if q, at, err = w.read(ctx); err != nil {
 					return q, at, nil, err
 				}
 				fresh, _, ok := w.ahead(&q)
-				switch {
-				case !ok:
+				if !ok {
 					return q, at, nil, nil
-				case head:
-					if model = fresh; sum(model)+w.req.Weight <= w.req.Limit {
-						return q, at, model, nil
-					}
-				case len(fresh) == 0 || fresh[len(fresh)-1].key != pred.key || fresh[len(fresh)-1].mod != pred.mod:
-					return q, at, nil, nil // it changed: evaluate again
+				}
+				if model = fresh; sum(model)+w.req.Weight <= w.req.Limit {
+					return q, at, model, nil
 				}
 				continue
 			case !created:
@@ -94,6 +100,42 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 			return q, at, nil, notAcquired(ctx)
 		case <-w.b.closed:
 			return q, at, nil, sema.ErrClosed
+		}
+	}
+}
+
+// changed reads entry e's key and reports whether it is no longer the
+// entry read (gone, or rewritten: a grant mark, a move to a longer lease),
+// with the revision of the read.
+func (w *waiter) changed(ctx context.Context, e entry) (bool, int64, error) {
+	cctx, cancel := w.b.call(ctx)
+	defer cancel()
+	Stat.Verify.Add(1)
+	resp, err := w.b.cli.Get(cctx, e.key)
+	if err != nil {
+		return false, 0, err
+	}
+	return len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.rev || resp.Kvs[0].ModRevision != e.mod, resp.Header.Revision, nil
+}
+
+// anchor keeps one watch open, on a key nobody writes, for as long as the
+// backend is open: clientv3 closes a watch stream with its last watch, and
+// a waiter's watch would then open a new stream (an HTTP/2 stream and a
+// goroutine or two on each side) instead of sending one request.
+func (b *Backend) anchor() {
+	defer b.bg.Done()
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	defer cancel()
+	go func() {
+		<-b.closed
+		cancel()
+	}()
+	for ctx.Err() == nil {
+		for range b.cli.Watch(ctx, b.k.root+"anchor") {
+		}
+		select { // cancelled by etcd (no leader): open it again
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
 		}
 	}
 }

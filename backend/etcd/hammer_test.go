@@ -1,0 +1,77 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/testenv"
+)
+
+// TestHammerMixed runs goroutines of several backends (as several
+// processes would) on one semaphore with random weights and random
+// cancellations: waiters of one backend are woken in-process, the others
+// by etcd watches, and the weights held never exceed the limit.
+func TestHammerMixed(t *testing.T) {
+	c := testenv.SharedEtcd(t)
+	for _, limit := range []int64{1, 3} {
+		t.Run(fmt.Sprintf("limit%d", limit), func(t *testing.T) {
+			name := fmt.Sprintf("hammer/%d/%d", limit, time.Now().UnixNano())
+			const backends, workers, iters = 3, 6, 30
+			var held atomic.Int64
+			var granted, cancelled atomic.Int64
+			var wg sync.WaitGroup
+			for range backends {
+				cl := sema.New(open(t, c, ""))
+				t.Cleanup(func() { _ = cl.Close() })
+				for range workers {
+					wg.Go(func() {
+						s := cl.Semaphore(name, limit)
+						for range iters {
+							w := rand.Int64N(limit) + 1
+							ctx, cancel := context.WithTimeout(context.Background(), time.Duration(5+rand.IntN(200))*time.Millisecond)
+							l, err := s.Acquire(ctx, sema.WithWeight(w))
+							cancel()
+							if err != nil {
+								if !errors.Is(err, sema.ErrNotAcquired) {
+									t.Errorf("Acquire: %v", err)
+									return
+								}
+								cancelled.Add(1)
+								continue
+							}
+							granted.Add(1)
+							if n := held.Add(w); n > limit {
+								t.Errorf("%d permits held, limit %d", n, limit)
+							}
+							time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+							held.Add(-w)
+							if err := l.Release(context.Background()); err != nil {
+								t.Errorf("Release: %v", err)
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			t.Logf("granted %d, cancelled %d", granted.Load(), cancelled.Load())
+			if granted.Load() == 0 {
+				t.Fatal("nothing was granted")
+			}
+			// Nothing leaked: the whole limit is free.
+			cl := sema.New(open(t, c, ""))
+			defer cl.Close()
+			l, err := cl.Semaphore(name, limit).TryAcquire(context.Background(), sema.WithWeight(limit))
+			if err != nil {
+				t.Fatalf("whole limit not free after the hammer: %v", err)
+			}
+			_ = l.Release(context.Background())
+		})
+	}
+}
