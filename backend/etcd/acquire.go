@@ -175,12 +175,10 @@ func (b *Backend) putEntry(ctx context.Context, l idleLease, want int64, place f
 		var ka keeping
 		var kaSent time.Duration
 		if reused {
-			Stat.KA.Add(1)
 			kaSent, ka = b.now(), b.keep.send(l.id)
 		}
 		p := place(l.id)
 		cctx, cancel := b.call(ctx)
-		Stat.Txn.Add(1)
 		resp, err = b.cli.Txn(cctx).If(p.cmps...).Then(p.then...).Else(p.orElse...).Commit()
 		cancel()
 		gone := errors.Is(err, rpctypes.ErrLeaseNotFound)

@@ -195,7 +195,6 @@ func (w *waiter) read(ctx context.Context) (queue, int64, error) {
 	delay := 50 * time.Millisecond
 	for {
 		cctx, cancel := w.b.call(ctx)
-		Stat.Read.Add(1)
 		resp, err := w.b.cli.Do(cctx, newest(w.ld, w.req.Limit, w.rev))
 		cancel()
 		if err == nil {

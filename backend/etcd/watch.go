@@ -25,7 +25,6 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	pred := ahead[len(ahead)-1]
-	Stat.Watch.Add(1)
 	var wch clientv3.WatchChan
 	if head {
 		wch = w.b.cli.Watch(wctx, w.ld, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
@@ -110,7 +109,6 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 func (w *waiter) changed(ctx context.Context, e entry) (bool, int64, error) {
 	cctx, cancel := w.b.call(ctx)
 	defer cancel()
-	Stat.Verify.Add(1)
 	resp, err := w.b.cli.Get(cctx, e.key)
 	if err != nil {
 		return false, 0, err

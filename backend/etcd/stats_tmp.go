@@ -1,5 +1,0 @@
-package etcd
-
-import "sync/atomic"
-
-var Stat struct{ Txn, Read, KA, Watch, Verify, ReadTotal atomic.Int64 }
