@@ -38,6 +38,13 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	guard := clientv3.Compare(clientv3.CreateRevision(nd).WithPrefix(), "=", 0) // no entry at all
 	slot := b.slots.take()
 	key := b.slots.key(ld, slot)
+	b.local.pend(key, req.Weight)
+	placed := false
+	defer func() {
+		if !placed {
+			b.local.unpend(key)
+		}
+	}()
 	var l idleLease
 	var q queue // the name as last read
 	for try := 0; ; try++ {
@@ -52,6 +59,7 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 		if resp.Succeeded {
 			ahead := known(q.entries) // all holding as read (some may have left since); none at the first try
 			b.local.add(key, resp.Header.Revision, req.Weight, ahead)
+			placed = true
 			return b.granted(&req, key, resp.Header.Revision, l, true, val, life, 0), nil
 		}
 		cctx, cancel := b.call(ctx)

@@ -87,6 +87,7 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 	key := b.slots.key(ld, slot)
 	tail := b.k.tailKey(req.Name, req.Limit)
 	for {
+		b.local.pend(key, req.Weight)
 		resp, l, life, err := b.putEntry(ctx, idleLease{}, want, func(lid clientv3.LeaseID) placement {
 			then := []clientv3.Op{put(key, val, lid)}
 			// The tail says which entry is just ahead.
@@ -99,6 +100,7 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 			// The Txn may have been applied all the same: take the entry
 			// back if it is on this call's lease.
 			b.dropEntry(key, l.id)
+			b.local.unpend(key)
 			return sema.Grant{}, b.acquireFail(ctx, op, err)
 		}
 		rr := resp.Responses[len(resp.Responses)-1].GetResponseRange() // after the put, if any
@@ -108,6 +110,7 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 		at := resp.Header.Revision
 		if resp.Succeeded {
 			w.rev = resp.Header.Revision
+			b.local.add(key, w.rev, req.Weight, nil)
 			me := entry{key: key, id: req.ID, limit: req.Limit, rev: w.rev, lease: l.id, val: val}
 			if tr := resp.Responses[1].GetResponseRange(); rr.Count > 1 && len(tr.Kvs) == 1 {
 				// The entry last queued before this one (it may have left
@@ -145,6 +148,7 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 			}
 		} else {
 			q = b.queueOf(req.Name, rr.Kvs)
+			b.local.unpend(key)
 			b.slots.put(slot)
 			g, own, done, err := b.settle(ctx, req, &q, l)
 			if done {

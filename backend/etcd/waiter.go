@@ -36,9 +36,6 @@ func (w *waiter) wait(ctx context.Context, q queue, at int64) (sema.Grant, error
 	if ahead, load, ok := w.ahead(&q); ok && load+w.req.Weight <= w.req.Limit {
 		return w.granted(ctx, false, ahead) // at once
 	}
-	if !w.adopted {
-		w.b.local.add(w.key, w.rev, w.req.Weight, nil)
-	}
 	kctx, stop := context.WithCancel(context.Background())
 	kdone := make(chan struct{})
 	go w.keepAlive(kctx, kdone)
@@ -93,7 +90,7 @@ func (w *waiter) waitLocal(ctx context.Context, ahead []entry, exact bool, at in
 	var ch chan localEvent
 	unsubscribe := func() {
 		for _, e := range subs {
-			w.b.local.unsubscribe(e.key, e.rev, ch, e.key == pred.key && e.rev == pred.rev)
+			w.b.local.unsubscribe(e.key, ch)
 		}
 	}
 	defer func() { unsubscribe() }()
@@ -292,9 +289,7 @@ func (w *waiter) granted(ctx context.Context, waited bool, ahead []entry) (sema.
 		l, life = nl, nlife
 		w.owned = true
 	}
-	if !waited && !w.adopted {
-		b.local.add(w.key, w.rev, req.Weight, known(ahead))
-	} else if !b.local.hold(w.key, w.rev, ahead) && req.Limit > 1 && req.Weight < req.Limit {
+	if !b.local.hold(w.key, w.rev, ahead) && waited && req.Limit > 1 && req.Weight < req.Limit {
 		b.mark(w.key, w.rev, val) // wakes a waiter of another process behind it
 	}
 	return b.granted(req, w.key, w.rev, l, w.owned, val, life, life-w.start), nil
