@@ -38,6 +38,7 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	guard := clientv3.Compare(clientv3.CreateRevision(nd).WithPrefix(), "=", 0) // no entry at all
 	slot := b.slots.take()
 	key := b.slots.key(ld, slot)
+	tail := b.k.tailKey(req.Name, req.Limit)
 	b.local.pend(key, req.Weight)
 	placed := false
 	defer func() {
@@ -49,7 +50,9 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	var q queue // the name as last read
 	for try := 0; ; try++ {
 		resp, lease, life, err := b.putEntry(ctx, l, want, func(lid clientv3.LeaseID) placement {
-			return placement{key: key, cmps: []clientv3.Cmp{absent(key), guard}, then: []clientv3.Op{put(key, val, lid)}}
+			// The entry is the newest of its queue: the tail names it.
+			return placement{key: key, cmps: []clientv3.Cmp{absent(key), guard},
+				then: []clientv3.Op{put(key, val, lid), clientv3.OpPut(tail, key, clientv3.WithLease(lid))}}
 		})
 		if err != nil {
 			b.dropEntry(key, lease.id) // in case the Txn was applied all the same

@@ -75,3 +75,79 @@ func TestHammerMixed(t *testing.T) {
 		})
 	}
 }
+
+// TestHammerTryAndWait mixes TryAcquire and Acquire of two backends with
+// random weights: a request that waits learns the entry ahead of it from
+// the queue's tail, which a TryAcquire updates too.
+func TestHammerTryAndWait(t *testing.T) {
+	c := testenv.SharedEtcd(t)
+	const limit = 3
+	name := fmt.Sprintf("hammer/try/%d", time.Now().UnixNano())
+	var held atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 {
+		cl := sema.New(open(t, c, ""))
+		t.Cleanup(func() { _ = cl.Close() })
+		for i := range 6 {
+			wg.Go(func() {
+				s := cl.Semaphore(name, limit)
+				for range 40 {
+					w := rand.Int64N(limit) + 1
+					var l *sema.Lease
+					var err error
+					if i%2 == 0 {
+						l, err = s.TryAcquire(context.Background(), sema.WithWeight(w))
+					} else {
+						ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+						l, err = s.Acquire(ctx, sema.WithWeight(w))
+						cancel()
+					}
+					if errors.Is(err, sema.ErrNotAcquired) {
+						time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
+						continue
+					}
+					if err != nil {
+						t.Errorf("acquire: %v", err)
+						return
+					}
+					if n := held.Add(w); n > limit {
+						t.Errorf("%d permits held, limit %d", n, limit)
+					}
+					time.Sleep(time.Duration(rand.IntN(1500)) * time.Microsecond)
+					held.Add(-w)
+					if err := l.Release(context.Background()); err != nil {
+						t.Errorf("Release: %v", err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// A waiter learns the entry just ahead of it from the queue's tail: an
+// entry put by TryAcquire (of another process) must be that entry, or the
+// waiter would count only what is ahead of an older one.
+func TestTailAfterTryAcquire(t *testing.T) {
+	c := testenv.SharedEtcd(t)
+	ctx := context.Background()
+	name := fmt.Sprintf("tail/%d", time.Now().UnixNano())
+	a, b := sema.New(open(t, c, "")), sema.New(open(t, c, ""))
+	defer a.Close()
+	defer b.Close()
+	x, err := a.Semaphore(name, 3).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := b.Semaphore(name, 3).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if y, err := a.Semaphore(name, 3).Acquire(short, sema.WithWeight(2)); err == nil {
+		t.Fatalf("weight 2 granted beside two holders of weight 1 (limit 3), token %d", y.Token())
+	}
+	_ = tr.Release(ctx)
+	_ = x.Release(ctx)
+}

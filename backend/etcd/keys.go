@@ -13,10 +13,11 @@ import (
 //	                                 etcd lease; its create revision orders
 //	                                 the queue and is the fencing token; its
 //	                                 value names the sema lease (JSON)
-//	P/t/<name>/<limit>               a lock's tail: the key of the entry
-//	                                 last queued (limit 1 only), on its etcd
-//	                                 lease; its mod revision is that entry's
-//	                                 create revision
+//	P/t/<name>/<limit>               the queue's tail: the key of the entry
+//	                                 last put, on its etcd lease; its mod
+//	                                 revision is that entry's create
+//	                                 revision. Every put of an entry puts
+//	                                 it in the same Txn.
 //	P/f/<lease id>                   a lease an admin force-released, kept a
 //	                                 while so that its holder learns why
 //
@@ -45,7 +46,7 @@ func newKeys(prefix string) keys {
 	return keys{root: root, queues: root + "q/", tails: root + "t/", forced: root + "f/"}
 }
 
-// tailKey is the key of the tail of a lock's queue.
+// tailKey is the key of the tail of a queue.
 func (k keys) tailKey(name string, limit int64) string {
 	return k.tails + escapeName(name) + "/" + fmt.Sprintf("%08x", limit)
 }

@@ -179,13 +179,6 @@ func sum(es []entry) int64 {
 	return s
 }
 
-// reread reads the queue again, retrying transient errors with a backoff
-// until ctx ends.
-func (w *waiter) reread(ctx context.Context) (queue, int64, bool, error) {
-	q, at, err := w.read(ctx)
-	return q, at, false, err
-}
-
 // read returns the entries of the waiter's limit up to its own, retrying
 // transient errors (etcd unreachable or without a leader) until ctx ends.
 func (w *waiter) read(ctx context.Context) (queue, int64, error) {
