@@ -26,6 +26,8 @@ func pair(b *testing.B, mutexName string, mutexFn, semaFn func(*testing.B)) {
 func BenchmarkUncontended(b *testing.B) {
 	pair(b, "etcd-mutex", func(b *testing.B) {
 		m := newMutexes(b, 1, "/mutex/u/"+runID())[0]
+		lock := func(int) (func() error, error) { return func() error { return m.Unlock(bg) }, m.Lock(bg) }
+		warmUp(b, 1, lock)
 		elapsed := drive(b, 1, func(int) error {
 			if err := m.Lock(bg); err != nil {
 				return err
@@ -35,6 +37,7 @@ func BenchmarkUncontended(b *testing.B) {
 		b.ReportMetric(float64(elapsed.Microseconds())/float64(b.N)/1e3, "ms/pair")
 	}, func(b *testing.B) {
 		mu := newSema(b, 1)[0].Mutex("u/" + runID())
+		warmUp(b, 1, func(int) (func() error, error) { return acquire(mu) })
 		elapsed := drive(b, 1, func(int) error {
 			l, err := mu.Acquire(bg)
 			if err != nil {
@@ -102,6 +105,7 @@ func acquire(s *sema.Semaphore) (func() error, error) {
 // acquisitions/s, the share that went to the last holder, the waits, and
 // the CPU per acquisition of this process and of etcd.
 func hot(b *testing.B, n int, lock func(worker int) (func() error, error)) {
+	warmUp(b, n, lock)
 	ws, hs := newWaits(n), newHandoffs()
 	cpu := startCPU(b)
 	elapsed := drive(b, n, func(w int) error {
@@ -121,6 +125,28 @@ func hot(b *testing.B, n int, lock func(worker int) (func() error, error)) {
 	cpu.report(b, b.N)
 }
 
+// warmUp has every worker take and give back the lock once, untimed, so
+// that both sides are measured in their steady state: connections open,
+// etcd's sessions and sema's etcd leases granted.
+func warmUp(b *testing.B, n int, lock func(worker int) (func() error, error)) {
+	b.Helper()
+	errs := make(chan error, n)
+	for w := range n {
+		go func() {
+			unlock, err := lock(w)
+			if err == nil {
+				err = unlock()
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkDistinct: 64 clients, each on a name of its own.
 func BenchmarkDistinct(b *testing.B) {
 	pair(b, "etcd-mutex", func(b *testing.B) {
@@ -129,6 +155,7 @@ func BenchmarkDistinct(b *testing.B) {
 		for i := range ms {
 			ms[i] = newMutexes(b, 1, fmt.Sprintf("/mutex/distinct/%s/%d", id, i))[0]
 		}
+		warmUp(b, clients, func(w int) (func() error, error) { return func() error { return ms[w].Unlock(bg) }, ms[w].Lock(bg) })
 		elapsed := drive(b, clients, func(w int) error {
 			if err := ms[w].Lock(bg); err != nil {
 				return err
@@ -142,6 +169,7 @@ func BenchmarkDistinct(b *testing.B) {
 		for i, c := range newSema(b, clients) {
 			mus[i] = c.Mutex(fmt.Sprintf("distinct/%s/%d", id, i))
 		}
+		warmUp(b, clients, func(w int) (func() error, error) { return acquire(mus[w]) })
 		elapsed := drive(b, clients, func(w int) error {
 			release, err := acquire(mus[w])
 			if err != nil {

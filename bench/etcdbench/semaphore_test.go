@@ -58,6 +58,7 @@ func BenchmarkSemaphore3(b *testing.B) {
 // than permits tasks ever run at once, and reports the time per run and
 // its ratio to the ideal.
 func runTasks(b *testing.B, acquire func(worker int) (release func() error, err error)) {
+	warmUp(b, workers, acquire)
 	var running, peak atomic.Int64
 	var total time.Duration
 	b.ResetTimer()
