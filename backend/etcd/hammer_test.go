@@ -47,14 +47,7 @@ func TestHammerMixed(t *testing.T) {
 								continue
 							}
 							granted.Add(1)
-							if n := held.Add(w); n > limit {
-								t.Errorf("%d permits held, limit %d", n, limit)
-							}
-							time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
-							held.Add(-w)
-							if err := l.Release(context.Background()); err != nil {
-								t.Errorf("Release: %v", err)
-							}
+							use(t, l, &held, 2*time.Millisecond)
 						}
 					})
 				}
@@ -73,6 +66,19 @@ func TestHammerMixed(t *testing.T) {
 			}
 			_ = l.Release(context.Background())
 		})
+	}
+}
+
+// use holds lease l for up to d, counting its weight in held, which must
+// never exceed the limit, then releases it.
+func use(t *testing.T, l *sema.Lease, held *atomic.Int64, d time.Duration) {
+	if n := held.Add(l.Weight()); n > l.Limit() {
+		t.Errorf("%d permits held, limit %d", n, l.Limit())
+	}
+	time.Sleep(time.Duration(rand.Int64N(int64(d))))
+	held.Add(-l.Weight())
+	if err := l.Release(context.Background()); err != nil {
+		t.Errorf("Release: %v", err)
 	}
 }
 
@@ -110,14 +116,7 @@ func TestHammerTryAndWait(t *testing.T) {
 						t.Errorf("acquire: %v", err)
 						return
 					}
-					if n := held.Add(w); n > limit {
-						t.Errorf("%d permits held, limit %d", n, limit)
-					}
-					time.Sleep(time.Duration(rand.IntN(1500)) * time.Microsecond)
-					held.Add(-w)
-					if err := l.Release(context.Background()); err != nil {
-						t.Errorf("Release: %v", err)
-					}
+					use(t, l, &held, 1500*time.Microsecond)
 				}
 			})
 		}

@@ -139,6 +139,12 @@ func (b *Backend) retire(r *rec) {
 
 // revokeLater revokes an etcd lease in the background, best effort.
 func (b *Backend) revokeLater(id clientv3.LeaseID) {
+	b.background(func(ctx context.Context) { _, _ = b.cli.Revoke(ctx, id) })
+}
+
+// background runs step in a goroutine that Close waits for, with a
+// context bounded by RequestTimeout; not once Close has begun.
+func (b *Backend) background(step func(context.Context)) {
 	if !b.enter() {
 		return
 	}
@@ -146,6 +152,6 @@ func (b *Backend) revokeLater(id clientv3.LeaseID) {
 		defer b.bg.Done()
 		ctx, cancel := b.call(context.Background())
 		defer cancel()
-		_, _ = b.cli.Revoke(ctx, id)
+		step(ctx)
 	}()
 }

@@ -291,16 +291,10 @@ func (w *waiter) granted(ctx context.Context, waited bool, ahead []entry) (sema.
 // mark rewrites a granted entry (same lease) in the background: the put is
 // the event that wakes the waiter behind it.
 func (b *Backend) mark(key string, rev int64, val value) {
-	if !b.enter() {
-		return
-	}
-	go func() {
-		defer b.bg.Done()
-		ctx, cancel := b.call(context.Background())
-		defer cancel()
+	b.background(func(ctx context.Context) {
 		_, _ = b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
 			Then(clientv3.OpPut(key, encodeValue(val), clientv3.WithIgnoreLease())).Commit()
-	}()
+	})
 }
 
 // leave deletes the waiter's entry (giving back a grant that raced with

@@ -26,8 +26,7 @@ func pair(b *testing.B, mutexName string, mutexFn, semaFn func(*testing.B)) {
 func BenchmarkUncontended(b *testing.B) {
 	pair(b, "etcd-mutex", func(b *testing.B) {
 		m := newMutexes(b, 1, "/mutex/u/"+runID())[0]
-		lock := func(int) (func() error, error) { return func() error { return m.Unlock(bg) }, m.Lock(bg) }
-		warmUp(b, 1, lock)
+		warmUp(b, 1, func(int) (func() error, error) { return lock(m) })
 		elapsed := drive(b, 1, func(int) error {
 			if err := m.Lock(bg); err != nil {
 				return err
@@ -54,12 +53,7 @@ func BenchmarkUncontended(b *testing.B) {
 func BenchmarkHotShared(b *testing.B) {
 	pair(b, "etcd-mutex", func(b *testing.B) {
 		ms := newSharedMutexes(b, clients, "/mutex/hots/"+runID())
-		hot(b, clients, func(w int) (func() error, error) {
-			if err := ms[w].Lock(bg); err != nil {
-				return nil, err
-			}
-			return func() error { return ms[w].Unlock(bg) }, nil
-		})
+		hot(b, clients, func(w int) (func() error, error) { return lock(ms[w]) })
 	}, func(b *testing.B) {
 		mu := newSema(b, 1)[0].Mutex("hots/" + runID())
 		hot(b, clients, func(int) (func() error, error) { return acquire(mu) })
@@ -76,12 +70,7 @@ func BenchmarkHotFew(b *testing.B) { hotName(b, 4) }
 func hotName(b *testing.B, n int) {
 	pair(b, "etcd-mutex", func(b *testing.B) {
 		ms := newMutexes(b, n, "/mutex/hot/"+runID())
-		hot(b, n, func(w int) (func() error, error) {
-			if err := ms[w].Lock(bg); err != nil {
-				return nil, err
-			}
-			return func() error { return ms[w].Unlock(bg) }, nil
-		})
+		hot(b, n, func(w int) (func() error, error) { return lock(ms[w]) })
 	}, func(b *testing.B) {
 		name := "hot/" + runID()
 		mus := make([]*sema.Semaphore, n)
@@ -90,6 +79,14 @@ func hotName(b *testing.B, n int) {
 		}
 		hot(b, n, func(w int) (func() error, error) { return acquire(mus[w]) })
 	})
+}
+
+// lock locks m and returns its unlock.
+func lock(m *concurrency.Mutex) (func() error, error) {
+	if err := m.Lock(bg); err != nil {
+		return nil, err
+	}
+	return func() error { return m.Unlock(bg) }, nil
 }
 
 // acquire takes s and returns its release.
@@ -155,7 +152,7 @@ func BenchmarkDistinct(b *testing.B) {
 		for i := range ms {
 			ms[i] = newMutexes(b, 1, fmt.Sprintf("/mutex/distinct/%s/%d", id, i))[0]
 		}
-		warmUp(b, clients, func(w int) (func() error, error) { return func() error { return ms[w].Unlock(bg) }, ms[w].Lock(bg) })
+		warmUp(b, clients, func(w int) (func() error, error) { return lock(ms[w]) })
 		elapsed := drive(b, clients, func(w int) error {
 			if err := ms[w].Lock(bg); err != nil {
 				return err

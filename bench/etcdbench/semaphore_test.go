@@ -42,11 +42,7 @@ func BenchmarkSemaphore3(b *testing.B) {
 					return nil, err
 				}
 			}
-			m := slots[turn.Add(1)%permits][w]
-			if err := m.Lock(bg); err != nil {
-				return nil, err
-			}
-			return func() error { return m.Unlock(bg) }, nil
+			return lock(slots[turn.Add(1)%permits][w])
 		})
 	}, func(b *testing.B) {
 		s := newSema(b, 1)[0].Semaphore("sem3/"+runID(), permits)
