@@ -199,7 +199,9 @@ func TestStoppedHolderLosesLease(t *testing.T) {
 	url := c.URL() + "/proc"
 	dir := t.TempDir()
 	ready, term := filepath.Join(dir, "ready"), filepath.Join(dir, "term")
-	holder := startSema(t, url, "run", "--ttl", "1s", "frozen", "--", "sh", "-c",
+	// A TTL of 3s gives the job 300ms (ttl/10) between SIGTERM and SIGKILL
+	// to write its marker, even on a loaded machine.
+	holder := startSema(t, url, "run", "--ttl", "3s", "frozen", "--", "sh", "-c",
 		"trap 'echo TERM > "+term+"; exit 0' TERM; echo $PPID > "+ready+"; while :; do sleep 0.05; done")
 	sup, _ := strconv.Atoi(waitFile(t, ready, holder))
 	if err := syscall.Kill(sup, syscall.SIGSTOP); err != nil {
