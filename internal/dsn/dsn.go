@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/backend/etcd"
 	"github.com/sema-dev/sema/backend/file"
 	"github.com/sema-dev/sema/backend/mem"
 	redisb "github.com/sema-dev/sema/backend/redis"
@@ -15,7 +16,7 @@ import (
 )
 
 // Schemes lists the URL schemes Open understands.
-var Schemes = []string{"mem", "file", "http", "https", "redis", "rediss"}
+var Schemes = []string{"mem", "file", "http", "https", "redis", "rediss", "etcd", "etcds"}
 
 // Open returns the backend named by rawURL:
 //
@@ -23,10 +24,15 @@ var Schemes = []string{"mem", "file", "http", "https", "redis", "rediss"}
 //	file:///abs/dir        state files in a local directory (processes of one host)
 //	http(s)://host:port    a sema server (`sema serve`); token: WithToken
 //	redis(s)://host:port   Redis 7+, one server or a cluster (backend/redis.ParseURL)
+//	etcd(s)://h1:2379,h2:2379/prefix  an etcd cluster (see etcd.ParseURL)
 func Open(ctx context.Context, rawURL string, opts ...Option) (sema.Backend, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if isEtcd(rawURL) {
+		// Several hosts (IPv6 ones too) are more than url.Parse reads.
+		return etcd.OpenURL(ctx, rawURL)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -69,9 +75,18 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (sema.Backend, err
 		sema.ErrInvalidArgument, Redact(rawURL), u.Scheme, strings.Join(Schemes, ", "))
 }
 
+// isEtcd reports whether rawURL has an etcd:// or etcds:// scheme.
+func isEtcd(rawURL string) bool {
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	return ok && (strings.EqualFold(scheme, "etcd") || strings.EqualFold(scheme, "etcds"))
+}
+
 // Redact hides a password in a URL for error messages and logs. A URL
 // without one is returned as written.
 func Redact(rawURL string) string {
+	if isEtcd(rawURL) {
+		return etcd.Redact(rawURL)
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return "(unparseable url)"
