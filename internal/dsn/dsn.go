@@ -10,17 +10,19 @@ import (
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/file"
 	"github.com/sema-dev/sema/backend/mem"
+	"github.com/sema-dev/sema/backend/postgres"
 	"github.com/sema-dev/sema/backend/remote"
 )
 
 // Schemes lists the URL schemes Open understands.
-var Schemes = []string{"mem", "file", "http", "https"}
+var Schemes = []string{"mem", "file", "http", "https", "postgres", "postgresql"}
 
 // Open returns the backend named by rawURL:
 //
 //	mem://                 in-process memory (one process)
 //	file:///abs/dir        state files in a local directory (processes of one host)
 //	http(s)://host:port    a sema server (`sema serve`); token: WithToken
+//	postgres(ql)://...     a PostgreSQL database (see backend/postgres.ParseURL)
 func Open(ctx context.Context, rawURL string, opts ...Option) (sema.Backend, error) {
 	var o options
 	for _, opt := range opts {
@@ -56,6 +58,16 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (sema.Backend, err
 				sema.ErrInvalidArgument, Redact(rawURL))
 		}
 		return remote.New(remote.Config{URL: rawURL, Token: o.token})
+	case "postgres", "postgresql":
+		cfg, err := postgres.ParseURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		b, err := postgres.Open(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
 	}
 	return nil, fmt.Errorf("%w: backend url %q: unknown scheme %q (known: %s)",
 		sema.ErrInvalidArgument, Redact(rawURL), u.Scheme, strings.Join(Schemes, ", "))

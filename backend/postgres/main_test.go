@@ -1,0 +1,47 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sema-dev/sema/backend/postgres"
+	"github.com/sema-dev/sema/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// quiet drops the backend's warnings (lost connections are expected in
+// the fault tests).
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// open opens cfg (Logger quiet unless set) or fails the test; the backend
+// is closed when the test ends.
+func open(t testing.TB, cfg postgres.Config) *postgres.Backend {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := postgres.Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// shared returns a config of the test binary's PostgreSQL with the
+// default tables.
+func shared(t testing.TB) postgres.Config {
+	return postgres.Config{URL: testenv.SharedPostgres(t).URL()}
+}
+
+// freshPrefix is a table prefix of its own, for tests that must not meet
+// other tests' tables (or that damage them).
+func freshPrefix() string { return "t" + strings.ToLower(rand.Text()[:10]) + "_" }

@@ -1,0 +1,402 @@
+-- The steps of sema on PostgreSQL, one function each, so that every step is
+-- one statement: one round trip and one short transaction. Each step on a
+-- name locks the name's row first and then touches only that name's leases
+-- and waiters: one lock order for all, so steps never deadlock. No step
+-- waits for anything but those row locks, and none holds a lock while a
+-- client waits.
+--
+-- Expiry is judged at now(), the start of the step's transaction: a step
+-- that waited for the name's lock never sees a lease as expired before the
+-- database's clock passed its expiry. Grants and renewals commit with
+-- synchronous_commit on (durable: a grant the client learns of survives a
+-- crash); steps that only queue, check or leave commit without waiting for
+-- the disk.
+
+-- durable makes the transaction commit durably even where the server's
+-- default is synchronous_commit = off: tokens and grants must not go back.
+CREATE OR REPLACE FUNCTION {{durable}}() RETURNS void
+LANGUAGE plpgsql AS $sema$
+BEGIN
+	IF current_setting('synchronous_commit') = 'off' THEN
+		PERFORM set_config('synchronous_commit', 'on', true);
+	END IF;
+END
+$sema$;
+
+-- lazy lets a transaction that granted and renewed nothing commit without
+-- waiting for the disk: losing it in a crash loses no safety.
+CREATE OR REPLACE FUNCTION {{lazy}}() RETURNS void
+LANGUAGE plpgsql AS $sema$
+BEGIN
+	PERFORM set_config('synchronous_commit', 'off', true);
+END
+$sema$;
+
+-- us is t in microseconds since the Unix epoch (0 for NULL).
+CREATE OR REPLACE FUNCTION {{us}}(t timestamptz) RETURNS bigint
+LANGUAGE sql STABLE AS $sema$
+	SELECT coalesce((extract(epoch FROM t) * 1000000)::bigint, 0);
+$sema$;
+
+CREATE OR REPLACE FUNCTION {{lease_row}}(p_kind text, l {{leases}}, p_lim bigint) RETURNS {{row}}
+LANGUAGE sql STABLE AS $sema$
+	SELECT ROW(p_kind, l.name, l.id, l.owner, l.host, l.pid, l.weight, l.token, p_lim, 0::bigint,
+		{{us}}(l.acquired_at), {{us}}(l.renewed_at), {{us}}(l.expires_at))::{{row}};
+$sema$;
+
+CREATE OR REPLACE FUNCTION {{status_row}}(p_kind text, p_name text, p_lim bigint, p_n bigint) RETURNS {{row}}
+LANGUAGE sql IMMUTABLE AS $sema$
+	SELECT ROW(p_kind, p_name, '', '', '', 0, 0::bigint, 0::bigint, p_lim, p_n, 0::bigint, 0::bigint, 0::bigint)::{{row}};
+$sema$;
+
+-- queued_row describes the queued request p_id, with when its client
+-- should look again if no event comes: at the expiry of the waiter just
+-- ahead (it may be dead), or for the head, at the earliest holder's expiry.
+CREATE OR REPLACE FUNCTION {{queued_row}}(p_name text, p_id text, p_lim bigint) RETURNS {{row}}
+LANGUAGE plpgsql AS $sema$
+DECLARE
+	q      {{waiters}}%ROWTYPE;
+	v_next timestamptz;
+BEGIN
+	SELECT * INTO q FROM {{waiters}} x WHERE x.name = p_name AND x.id = p_id;
+	SELECT x.expires_at INTO v_next FROM {{waiters}} x
+	WHERE x.name = p_name AND x.ticket < q.ticket ORDER BY x.ticket DESC LIMIT 1;
+	IF NOT FOUND THEN
+		SELECT min(x.expires_at) INTO v_next FROM {{leases}} x WHERE x.name = p_name AND NOT x.revoked;
+	END IF;
+	RETURN ROW('queued', p_name, p_id, q.owner, q.host, q.pid, q.weight, q.ticket, p_lim,
+		CASE WHEN v_next IS NULL THEN -1
+			ELSE greatest(0, (extract(epoch FROM v_next - now()) * 1000000)::bigint) END,
+		{{us}}(q.since), 0::bigint, {{us}}(q.expires_at))::{{row}};
+END
+$sema$;
+
+-- expire drops the name's expired leases and waiters. The caller holds the
+-- name's lock. Locking an expired lease row here is what makes a renewal
+-- racing with its expiry safe: the renewal either commits first (and the
+-- row, re-checked, is no longer expired) or finds the row gone.
+CREATE OR REPLACE FUNCTION {{expire}}(p_name text) RETURNS void
+LANGUAGE plpgsql AS $sema$
+BEGIN
+	DELETE FROM {{leases}} x WHERE x.name = p_name AND x.expires_at <= now();
+	DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.expires_at <= now();
+END
+$sema$;
+
+-- grant_waiters grants queued requests in arrival order while the head
+-- fits (a later, smaller request never overtakes it), in the caller's
+-- transaction, and tells their clients by NOTIFY on the name's channel,
+-- which PostgreSQL delivers when the transaction commits. The payload lists
+-- the grants as "id,token,acquired-µs" separated by spaces. The caller
+-- holds the name's lock and has run expire.
+CREATE OR REPLACE FUNCTION {{grant_waiters}}(p_name text, p_lim bigint, p_channel text) RETURNS SETOF {{row}}
+LANGUAGE plpgsql AS $sema$
+DECLARE
+	v_used    bigint;
+	w         {{waiters}}%ROWTYPE;
+	l         {{leases}}%ROWTYPE;
+	v_payload text := '';
+BEGIN
+	SELECT coalesce(sum(x.weight), 0) INTO v_used FROM {{leases}} x
+	WHERE x.name = p_name AND NOT x.revoked;
+	FOR w IN SELECT * FROM {{waiters}} x WHERE x.name = p_name ORDER BY x.ticket LOOP
+		EXIT WHEN v_used + w.weight > p_lim;
+		-- The grant is dated when it is made: after the request was queued,
+		-- so the client's deadline (counted from its request) falls before
+		-- the lease's expiry.
+		l := ROW(p_name, w.id, {{next_token}}, w.owner, w.weight, w.host, w.pid,
+			clock_timestamp(), clock_timestamp(), NULL, false);
+		l.renewed_at := l.acquired_at;
+		l.expires_at := l.acquired_at + w.ttl_us * interval '1 microsecond';
+		INSERT INTO {{leases}} SELECT (l).*;
+		DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.id = w.id;
+		v_used := v_used + w.weight;
+		IF length(v_payload) > 7000 THEN -- NOTIFY payloads are below 8000 bytes
+			PERFORM pg_notify(p_channel, v_payload);
+			v_payload := '';
+		END IF;
+		IF v_payload <> '' THEN
+			v_payload := v_payload || ' ';
+		END IF;
+		v_payload := v_payload || l.id || ',' || l.token || ',' || {{us}}(l.acquired_at);
+		RETURN NEXT {{lease_row}}('grant', l, p_lim);
+	END LOOP;
+	IF v_payload <> '' THEN
+		PERFORM {{durable}}();
+		PERFORM pg_notify(p_channel, v_payload);
+	END IF;
+END
+$sema$;
+
+-- acquire grants p_weight permits of p_name at once if they are free and
+-- nobody waits; else, if p_queue, queues the request; else answers "held"
+-- followed by the holders. A repeated request (same p_id) returns its lease,
+-- or its place in the queue, unchanged.
+CREATE OR REPLACE FUNCTION {{acquire}}(p_name text, p_id text, p_owner text, p_host text, p_pid integer,
+	p_limit bigint, p_weight bigint, p_ttl_us bigint, p_queue boolean, p_channel text, p_wttl_us bigint)
+RETURNS SETOF {{row}}
+LANGUAGE plpgsql AS $sema$
+DECLARE
+	v_lim     bigint;
+	v_granted bigint := 0;
+	v_used    bigint;
+	v_waiting bigint;
+	g         {{row}};
+	l         {{leases}}%ROWTYPE;
+	v_queued  boolean;
+BEGIN
+	INSERT INTO {{names}} AS x (name, lim) VALUES (p_name, p_limit)
+	ON CONFLICT (name) DO UPDATE SET touched = now()
+	RETURNING x.lim INTO v_lim;
+	PERFORM {{expire}}(p_name);
+	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, v_lim, p_channel) LOOP
+		v_granted := v_granted + 1;
+		RETURN NEXT g;
+	END LOOP;
+
+	SELECT * INTO l FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id;
+	IF FOUND THEN -- a retry, or a queued request granted just now
+		RETURN NEXT {{lease_row}}(CASE WHEN l.revoked THEN 'revoked' ELSE 'granted' END, l, v_lim);
+		RETURN;
+	END IF;
+	v_queued := EXISTS (SELECT 1 FROM {{waiters}} x WHERE x.name = p_name AND x.id = p_id);
+	IF v_queued AND p_queue THEN
+		UPDATE {{waiters}} x SET expires_at = now() + p_wttl_us * interval '1 microsecond'
+		WHERE x.name = p_name AND x.id = p_id;
+		RETURN NEXT {{queued_row}}(p_name, p_id, v_lim);
+		IF v_granted = 0 THEN
+			PERFORM {{lazy}}();
+		END IF;
+		RETURN;
+	END IF;
+	IF v_lim <> p_limit AND NOT v_queued THEN
+		IF EXISTS (SELECT 1 FROM {{leases}} x WHERE x.name = p_name AND NOT x.revoked)
+			OR EXISTS (SELECT 1 FROM {{waiters}} x WHERE x.name = p_name) THEN
+			RETURN NEXT {{status_row}}('mismatch', p_name, v_lim, 0);
+			RETURN;
+		END IF;
+		UPDATE {{names}} x SET lim = p_limit WHERE x.name = p_name;
+		v_lim := p_limit;
+	END IF;
+
+	SELECT count(*) INTO v_waiting FROM {{waiters}} x WHERE x.name = p_name;
+	SELECT coalesce(sum(x.weight), 0) INTO v_used FROM {{leases}} x WHERE x.name = p_name AND NOT x.revoked;
+	IF v_waiting = 0 AND v_used + p_weight <= v_lim THEN
+		l := ROW(p_name, p_id, {{next_token}}, p_owner, p_weight, p_host, p_pid,
+			now(), now(), now() + p_ttl_us * interval '1 microsecond', false);
+		INSERT INTO {{leases}} SELECT (l).*;
+		PERFORM {{durable}}();
+		RETURN NEXT {{lease_row}}('granted', l, v_lim);
+		RETURN;
+	END IF;
+	IF p_queue THEN
+		INSERT INTO {{waiters}} (name, id, owner, weight, host, pid, ttl_us, since, expires_at)
+		VALUES (p_name, p_id, p_owner, p_weight, p_host, p_pid, p_ttl_us, now(),
+			now() + p_wttl_us * interval '1 microsecond');
+		RETURN NEXT {{queued_row}}(p_name, p_id, v_lim);
+	ELSE
+		RETURN NEXT {{status_row}}('held', p_name, v_lim, v_waiting);
+		RETURN QUERY SELECT ({{lease_row}}('holder', x, v_lim)).* FROM {{leases}} x
+			WHERE x.name = p_name AND NOT x.revoked ORDER BY x.token;
+	END IF;
+	IF v_granted = 0 THEN
+		PERFORM {{lazy}}();
+	END IF;
+END
+$sema$;
+
+-- poll is a waiting client's look at its request, when an event may have
+-- been lost or an expiry is due: it expires what is due, grants what now
+-- fits, renews the request's own short lease, and answers "granted" (the
+-- lease), "queued" (with when to look again), "revoked" or "gone" (the
+-- request expired from the queue).
+CREATE OR REPLACE FUNCTION {{poll}}(p_name text, p_id text, p_channel text, p_wttl_us bigint)
+RETURNS SETOF {{row}}
+LANGUAGE plpgsql AS $sema$
+DECLARE
+	v_lim     bigint;
+	v_granted bigint := 0;
+	g         {{row}};
+	l         {{leases}}%ROWTYPE;
+BEGIN
+	SELECT x.lim INTO v_lim FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN NEXT {{status_row}}('gone', p_name, 0, 0);
+		PERFORM {{lazy}}();
+		RETURN;
+	END IF;
+	PERFORM {{expire}}(p_name);
+	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, v_lim, p_channel) LOOP
+		v_granted := v_granted + 1;
+		RETURN NEXT g;
+	END LOOP;
+	SELECT * INTO l FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id;
+	IF FOUND THEN
+		RETURN NEXT {{lease_row}}(CASE WHEN l.revoked THEN 'revoked' ELSE 'granted' END, l, v_lim);
+		RETURN;
+	END IF;
+	UPDATE {{waiters}} x SET expires_at = now() + p_wttl_us * interval '1 microsecond'
+	WHERE x.name = p_name AND x.id = p_id;
+	IF FOUND THEN
+		RETURN NEXT {{queued_row}}(p_name, p_id, v_lim);
+	ELSE
+		RETURN NEXT {{status_row}}('gone', p_name, v_lim, 0);
+	END IF;
+	IF v_granted = 0 THEN
+		PERFORM {{lazy}}();
+	END IF;
+END
+$sema$;
+
+-- leave takes a request whose client gave up out of the queue, or gives
+-- back the permits it was granted meanwhile, and passes them on.
+CREATE OR REPLACE FUNCTION {{leave}}(p_name text, p_id text, p_channel text)
+RETURNS SETOF {{row}}
+LANGUAGE plpgsql AS $sema$
+DECLARE
+	v_lim     bigint;
+	v_granted bigint := 0;
+	g         {{row}};
+BEGIN
+	SELECT x.lim INTO v_lim FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.id = p_id;
+	DELETE FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked;
+	PERFORM {{expire}}(p_name);
+	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, v_lim, p_channel) LOOP
+		v_granted := v_granted + 1;
+		RETURN NEXT g;
+	END LOOP;
+	IF v_granted = 0 THEN
+		PERFORM {{lazy}}();
+	END IF;
+END
+$sema$;
+
+-- release ends the live lease p_id ("released", or "not_held" if it is
+-- unknown, expired or revoked) and hands its permits to the queue.
+CREATE OR REPLACE FUNCTION {{release}}(p_name text, p_id text, p_channel text)
+RETURNS SETOF {{row}}
+LANGUAGE plpgsql AS $sema$
+DECLARE
+	v_lim  bigint;
+	v_live boolean;
+BEGIN
+	SELECT x.lim INTO v_lim FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN NEXT {{status_row}}('not_held', p_name, 0, 0);
+		RETURN;
+	END IF;
+	DELETE FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked
+	RETURNING x.expires_at > now() INTO v_live;
+	PERFORM {{expire}}(p_name);
+	RETURN QUERY SELECT * FROM {{grant_waiters}}(p_name, v_lim, p_channel);
+	RETURN NEXT {{status_row}}(CASE WHEN v_live THEN 'released' ELSE 'not_held' END, p_name, v_lim, 0);
+END
+$sema$;
+
+-- renew extends the live lease p_id to now + p_ttl_us (compare-and-extend:
+-- it never re-creates a lease) and answers "granted", or "revoked" or
+-- "lost". It needs no lock on the name: see expire.
+CREATE OR REPLACE FUNCTION {{renew}}(p_name text, p_id text, p_ttl_us bigint)
+RETURNS SETOF {{row}}
+LANGUAGE plpgsql AS $sema$
+DECLARE
+	l {{leases}}%ROWTYPE;
+BEGIN
+	UPDATE {{leases}} x SET renewed_at = now(), expires_at = now() + p_ttl_us * interval '1 microsecond'
+	WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked AND x.expires_at > now()
+	RETURNING x.* INTO l;
+	IF FOUND THEN
+		PERFORM {{durable}}();
+		RETURN NEXT {{lease_row}}('granted', l,
+			coalesce((SELECT x.lim FROM {{names}} x WHERE x.name = p_name), 0));
+	ELSIF EXISTS (SELECT 1 FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND x.revoked) THEN
+		RETURN NEXT {{status_row}}('revoked', p_name, 0, 0);
+	ELSE
+		RETURN NEXT {{status_row}}('lost', p_name, 0, 0);
+	END IF;
+END
+$sema$;
+
+-- force_release revokes the live lease p_id of p_name, or all of them if
+-- p_id is '', answers them ("holder" rows), and hands their permits to the
+-- queue. A revoked lease stays until its expiry, holding no permits.
+CREATE OR REPLACE FUNCTION {{force_release}}(p_name text, p_id text, p_channel text)
+RETURNS SETOF {{row}}
+LANGUAGE plpgsql AS $sema$
+DECLARE
+	v_lim bigint;
+BEGIN
+	SELECT x.lim INTO v_lim FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	PERFORM {{expire}}(p_name);
+	RETURN QUERY WITH r AS (
+		UPDATE {{leases}} x SET revoked = true
+		WHERE x.name = p_name AND (p_id = '' OR x.id = p_id) AND NOT x.revoked
+		RETURNING x AS l
+	) SELECT ({{lease_row}}('holder', r.l, v_lim)).* FROM r;
+	RETURN QUERY SELECT * FROM {{grant_waiters}}(p_name, v_lim, p_channel);
+END
+$sema$;
+
+-- inspect lists the live holders and waiters of p_name, or of every name
+-- starting with p_name if p_prefix: by name, holders by token, then
+-- waiters in arrival order. It locks nothing.
+CREATE OR REPLACE FUNCTION {{inspect}}(p_name text, p_prefix boolean)
+RETURNS SETOF {{row}}
+LANGUAGE plpgsql STABLE AS $sema$
+BEGIN
+	IF p_prefix THEN
+		RETURN QUERY
+		SELECT ({{lease_row}}('holder', x, n.lim)).* FROM {{leases}} x JOIN {{names}} n ON n.name = x.name
+		WHERE starts_with(x.name, p_name) AND NOT x.revoked AND x.expires_at > now()
+		UNION ALL
+		SELECT 'waiter', q.name, q.id, q.owner, q.host, q.pid, q.weight, q.ticket, n.lim, 0::bigint,
+			{{us}}(q.since), 0::bigint, {{us}}(q.expires_at)
+		FROM {{waiters}} q JOIN {{names}} n ON n.name = q.name
+		WHERE starts_with(q.name, p_name) AND q.expires_at > now()
+		ORDER BY 2, 1, 8;
+	ELSE
+		RETURN QUERY
+		SELECT ({{lease_row}}('holder', x, n.lim)).* FROM {{leases}} x JOIN {{names}} n ON n.name = x.name
+		WHERE x.name = p_name AND NOT x.revoked AND x.expires_at > now()
+		UNION ALL
+		SELECT 'waiter', q.name, q.id, q.owner, q.host, q.pid, q.weight, q.ticket, n.lim, 0::bigint,
+			{{us}}(q.since), 0::bigint, {{us}}(q.expires_at)
+		FROM {{waiters}} q JOIN {{names}} n ON n.name = q.name
+		WHERE q.name = p_name AND q.expires_at > now()
+		ORDER BY 2, 1, 8;
+	END IF;
+END
+$sema$;
+
+-- sweep deletes the rows of names nobody has acquired for p_idle_us and
+-- nobody holds or waits for, and the expired leases and waiters of those
+-- it looks at; at most p_max names, skipping those another step has
+-- locked. It answers how many names it deleted.
+CREATE OR REPLACE FUNCTION {{sweep}}(p_idle_us bigint, p_max integer) RETURNS bigint
+LANGUAGE plpgsql AS $sema$
+DECLARE
+	v_name text;
+	v_n    bigint := 0;
+BEGIN
+	FOR v_name IN SELECT x.name FROM {{names}} x
+		WHERE x.touched < now() - p_idle_us * interval '1 microsecond'
+		LIMIT p_max FOR UPDATE SKIP LOCKED
+	LOOP
+		PERFORM {{expire}}(v_name);
+		IF NOT EXISTS (SELECT 1 FROM {{leases}} x WHERE x.name = v_name)
+			AND NOT EXISTS (SELECT 1 FROM {{waiters}} x WHERE x.name = v_name) THEN
+			DELETE FROM {{names}} x WHERE x.name = v_name;
+			v_n := v_n + 1;
+		END IF;
+	END LOOP;
+	PERFORM {{lazy}}();
+	RETURN v_n;
+END
+$sema$;
