@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -135,6 +136,27 @@ func plainIdent(s string, first bool) bool {
 	return true
 }
 
+// hostName reports whether s is a plausible DNS name: letters, digits,
+// dots, hyphens and underscores.
+func hostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// portNumber reports whether s is a TCP port, 1-65535.
+func portNumber(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == s
+}
+
 // URL query parameters read by ParseURL; the others go to pgx.
 const (
 	paramSchema = "sema_schema" // Config.Schema
@@ -193,7 +215,7 @@ func ParseURL(raw string) (Config, error) {
 		if err != nil {
 			host, port = listen, ""
 		}
-		if host == "" || strings.ContainsAny(host, "/?#@") || strings.ContainsAny(port, "/?#@:") {
+		if !hostName(host) && net.ParseIP(host) == nil || port != "" && !portNumber(port) {
 			return Config{}, fmt.Errorf("postgres: %w: %s=%q: want host or host:port", sema.ErrInvalidArgument, paramListen, listen)
 		}
 		lu := *u

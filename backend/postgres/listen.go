@@ -231,7 +231,8 @@ func (l *listener) open() (*pgx.Conn, error) {
 		}
 	}
 	l.mu.Unlock()
-	if err := l.exec(ctx, conn, "LISTEN", chans); err == nil {
+	err = l.exec(ctx, conn, "LISTEN", chans)
+	if err == nil {
 		err = l.checkProbe(ctx, conn)
 	}
 	if err != nil {

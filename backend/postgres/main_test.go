@@ -45,3 +45,5 @@ func shared(t testing.TB) postgres.Config {
 // freshPrefix is a table prefix of its own, for tests that must not meet
 // other tests' tables (or that damage them).
 func freshPrefix() string { return "t" + strings.ToLower(rand.Text()[:10]) + "_" }
+
+func errorsContain(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }

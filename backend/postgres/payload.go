@@ -38,14 +38,24 @@ func parsePayload(p string) ([]grantMsg, error) {
 		if !ok1 || !ok2 || sema.ValidateID(id) != nil {
 			return nil, fmt.Errorf("%w: entry %q", errPayload, clip(entry))
 		}
-		token, err1 := strconv.ParseInt(tok, 10, 64)
-		acquired, err2 := strconv.ParseInt(at, 10, 64)
-		if err1 != nil || err2 != nil || token < 1 || acquired < 1 {
+		token, ok1 := positive(tok)
+		acquired, ok2 := positive(at)
+		if !ok1 || !ok2 {
 			return nil, fmt.Errorf("%w: entry %q", errPayload, clip(entry))
 		}
 		out = append(out, grantMsg{id: id, token: token, acquired: acquired})
 	}
 	return out, nil
+}
+
+// positive reads a positive decimal integer as PostgreSQL prints one: no
+// sign, no leading zero.
+func positive(s string) (int64, bool) {
+	if s == "" || s[0] < '1' || s[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
 
 // clip shortens s for an error message.
