@@ -30,7 +30,7 @@ func admin(t testing.TB) *pgx.Conn {
 	return c
 }
 
-func exec(t testing.TB, c *pgx.Conn, sql string, args ...any) {
+func sqlExec(t testing.TB, c *pgx.Conn, sql string, args ...any) {
 	t.Helper()
 	if _, err := c.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
@@ -80,8 +80,8 @@ func TestNoSuchDatabase(t *testing.T) {
 func TestWrongCredentials(t *testing.T) {
 	pg := testenv.SharedPostgres(t)
 	a := admin(t)
-	exec(t, a, "DROP ROLE IF EXISTS sema_pw")
-	exec(t, a, "CREATE ROLE sema_pw LOGIN PASSWORD 'right'")
+	sqlExec(t, a, "DROP ROLE IF EXISTS sema_pw")
+	sqlExec(t, a, "CREATE ROLE sema_pw LOGIN PASSWORD 'right'")
 	pg.RequirePassword(t, "sema_pw")
 	addr := strings.TrimPrefix(strings.Split(pg.URL(), "/postgres?")[0], "postgres://postgres@")
 	url := func(pw string) string { return "postgres://sema_pw:" + pw + "@" + addr + "/postgres?sslmode=disable" }
@@ -157,7 +157,7 @@ func TestAlteredTables(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := freshPrefix()
 			b := open(t, postgres.Config{URL: testenv.SharedPostgres(t).URL(), TablePrefix: prefix})
-			exec(t, a, fmt.Sprintf(tc.sql, prefix))
+			sqlExec(t, a, fmt.Sprintf(tc.sql, prefix))
 			ctx := context.Background()
 			_, err := b.TryAcquire(ctx, req("altered", "lease1"))
 			if !errors.Is(err, sema.ErrUnavailable) {
@@ -177,7 +177,7 @@ func TestAlteredTables(t *testing.T) {
 func TestNewerSchemaRefused(t *testing.T) {
 	prefix := freshPrefix()
 	open(t, postgres.Config{URL: testenv.SharedPostgres(t).URL(), TablePrefix: prefix})
-	exec(t, admin(t), "UPDATE "+prefix+"version SET version = 99")
+	sqlExec(t, admin(t), "UPDATE "+prefix+"version SET version = 99")
 	err := openErr(postgres.Config{URL: testenv.SharedPostgres(t).URL(), TablePrefix: prefix})
 	if !errors.Is(err, sema.ErrUnavailable) || !strings.Contains(err.Error(), "version 99") {
 		t.Fatalf("Open of tables from a newer sema: %v", err)

@@ -47,3 +47,6 @@ func shared(t testing.TB) postgres.Config {
 func freshPrefix() string { return "t" + strings.ToLower(rand.Text()[:10]) + "_" }
 
 func errorsContain(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
+
+// postgresConfig is a config of url with the default tables.
+func postgresConfig(url string) postgres.Config { return postgres.Config{URL: url} }
