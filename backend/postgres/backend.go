@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,16 +75,19 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w: listen URL: %s", sema.ErrInvalidArgument, redactParse(err))
 	}
-	for _, c := range []*pgx.ConnConfig{pcfg.ConnConfig, lcfg.ConnConfig} {
-		// One round trip per statement with unnamed statements: works
-		// through a transaction-mode pooler, which cannot keep prepared
-		// statements from one transaction to the next.
-		c.DefaultQueryExecMode = pgx.QueryExecModeExec
+	for c, app := range map[*pgx.ConnConfig]string{pcfg.ConnConfig: "sema", lcfg.ConnConfig: "sema listen"} {
+		// Unless the URL asks for another mode, one round trip per
+		// statement with unnamed statements: it works through a
+		// transaction-mode pooler, which cannot keep prepared statements
+		// from one transaction to the next.
+		if !setsExecMode(c.ConnString()) {
+			c.DefaultQueryExecMode = pgx.QueryExecModeExec
+		}
 		if c.ConnectTimeout == 0 {
 			c.ConnectTimeout = connectTimeout
 		}
 		if _, ok := c.RuntimeParams["application_name"]; !ok {
-			c.RuntimeParams["application_name"] = "sema"
+			c.RuntimeParams["application_name"] = app
 		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -100,7 +105,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		renew:        b.sql("SELECT * FROM {{renew}}($1, $2, $3)"),
 		forceRelease: b.sql("SELECT * FROM {{force_release}}($1, $2, $3)"),
 		inspect:      b.sql("SELECT * FROM {{inspect}}($1, $2)"),
-		sweep:        b.sql("SELECT {{sweep}}($1, $2)"),
+		sweep:        b.sql("SELECT {{sweep}}($1)"),
 	}
 	if err := b.migrate(ctx); err != nil {
 		pool.Close()
@@ -166,8 +171,9 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// sweepLoop deletes idle names' rows every cfg.Sweep (with jitter, so that
-// many clients do not sweep at once).
+// sweepLoop deletes the rows of idle names, with their expired leases and
+// waiters, every cfg.Sweep (with jitter, so that many clients do not sweep
+// at once).
 func (b *Backend) sweepLoop() {
 	t := time.NewTimer(jitter(b.cfg.Sweep))
 	defer t.Stop()
@@ -179,7 +185,7 @@ func (b *Backend) sweepLoop() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		var n int64
-		err := b.pool.QueryRow(ctx, b.stmt.sweep, b.cfg.Sweep.Microseconds(), int32(1000)).Scan(&n)
+		err := b.pool.QueryRow(ctx, b.stmt.sweep, int32(1000)).Scan(&n)
 		cancel()
 		if err != nil && !b.closed.Load() {
 			b.log.Warn("postgres: sweeping idle names failed", "err", b.wrap("sweep", "", err))
@@ -192,3 +198,14 @@ func (b *Backend) sweepLoop() {
 func jitter(d time.Duration) time.Duration {
 	return d*4/5 + rand.N(d*2/5+1)
 }
+
+// setsExecMode reports whether a connection string chooses pgx's
+// default_query_exec_mode itself.
+func setsExecMode(conn string) bool {
+	if u, err := url.Parse(conn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		return u.Query().Has("default_query_exec_mode")
+	}
+	return execModeKV.MatchString(conn)
+}
+
+var execModeKV = regexp.MustCompile(`(^|\s)default_query_exec_mode\s*=`)

@@ -57,8 +57,10 @@ type Config struct {
 	// 5s; range [3×Recheck, 10m].
 	WaiterTTL time.Duration
 
-	// Sweep is how often the backend deletes the rows of names idle for
-	// that long, with their expired leases. Default 5m; range [1s, 24h].
+	// Sweep is how often the backend deletes the rows of names nobody holds
+	// or waits for, with their expired leases and waiters (steps on a name
+	// clean up after it; the sweep is for names nobody uses any more).
+	// Default 5m; range [1s, 24h].
 	Sweep time.Duration
 
 	// Logger receives warnings (a lost listen connection, a failed sweep).

@@ -50,3 +50,9 @@ func errorsContain(err error, s string) bool { return err != nil && strings.Cont
 
 // postgresConfig is a config of url with the default tables.
 func postgresConfig(url string) postgres.Config { return postgres.Config{URL: url} }
+
+func cfgWithPrefix(t testing.TB, prefix string) postgres.Config {
+	cfg := shared(t)
+	cfg.TablePrefix = prefix
+	return cfg
+}

@@ -33,7 +33,7 @@ const schemaVersion = 1
 // called Config.TablePrefix + its name, in Config.Schema.
 var objects = []string{
 	"names", "leases", "waiters", "waiters_order", "tokens", "row", "version",
-	"durable", "lazy", "us", "lease_row", "status_row", "queued_row", "expire", "grant_waiters",
+	"durable", "lazy", "us", "lease_row", "status_row", "queued_row", "expire", "lock_name", "grant_waiters",
 	"acquire", "poll", "leave", "release", "renew", "force_release", "inspect", "sweep",
 }
 

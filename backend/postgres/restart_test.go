@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -48,10 +49,11 @@ func testRestart(t *testing.T, crash bool, down time.Duration) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var (
-		mu      sync.Mutex
-		records []grantRecord
-		fails   int
-		wg      sync.WaitGroup
+		mu       sync.Mutex
+		records  []grantRecord
+		fails    int
+		wg       sync.WaitGroup
+		longHeld atomic.Bool // client 0 holds its long lease
 	)
 	for i := range clients {
 		b := open(t, postgres.Config{URL: pg.URL(), Recheck: 200 * time.Millisecond})
@@ -76,10 +78,14 @@ func testRestart(t *testing.T, crash bool, down time.Duration) {
 				hold := time.Duration(rand.IntN(5000)) * time.Microsecond
 				if i == 0 {
 					hold = 3 * time.Second // longer than the TTL: renewed, or lost while the database is down
+					longHeld.Store(true)
 				}
 				select { // hold a while, or until the lease is lost
 				case <-time.After(hold):
 				case <-l.Done():
+				}
+				if i == 0 {
+					longHeld.Store(false)
 				}
 				if r.end = time.Now(); !stopWatch() {
 					r.end, r.lost = <-lostAt, true // it ended on its own: the client relied on it until then
@@ -105,6 +111,11 @@ func testRestart(t *testing.T, crash bool, down time.Duration) {
 		}
 	}
 	waitGrants(100)
+	for deadline := time.Now().Add(30 * time.Second); down > 0 && !longHeld.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("client 0 never held its long lease")
+		}
+	}
 	restartAt := time.Now()
 	if down > 0 {
 		if crash {

@@ -10,7 +10,7 @@
 -- database's clock passed its expiry. Grants and renewals commit with
 -- synchronous_commit on (durable: a grant the client learns of survives a
 -- crash); steps that only queue, check or leave commit without waiting for
--- the disk.
+-- the disk (lazy).
 
 -- durable makes the transaction commit durably even where the server's
 -- default is synchronous_commit = off: tokens and grants must not go back.
@@ -24,7 +24,8 @@ END
 $sema$;
 
 -- lazy lets a transaction that granted and renewed nothing commit without
--- waiting for the disk: losing it in a crash loses no safety.
+-- waiting for the disk: losing it in a crash loses no safety (a waiter
+-- queues again, a lease given back stays until its expiry).
 CREATE OR REPLACE FUNCTION {{lazy}}() RETURNS void
 LANGUAGE plpgsql AS $sema$
 BEGIN
@@ -71,15 +72,45 @@ BEGIN
 END
 $sema$;
 
--- expire drops the name's expired leases and waiters. The caller holds the
--- name's lock. Locking an expired lease row here is what makes a renewal
--- racing with its expiry safe: the renewal either commits first (and the
--- row, re-checked, is no longer expired) or finds the row gone.
-CREATE OR REPLACE FUNCTION {{expire}}(p_name text) RETURNS void
+-- lock_name locks the row of p_name, creating it with limit p_limit if it
+-- is missing, and returns it.
+CREATE OR REPLACE FUNCTION {{lock_name}}(p_name text, p_limit bigint) RETURNS {{names}}
 LANGUAGE plpgsql AS $sema$
+DECLARE
+	n {{names}}%ROWTYPE;
+BEGIN
+	LOOP
+		SELECT * INTO n FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+		IF FOUND THEN
+			RETURN n;
+		END IF;
+		-- Missing: create it (if another step creates it first, wait for
+		-- that one and lock its row; if a sweep deletes it in between, try
+		-- again).
+		INSERT INTO {{names}} (name, lim) VALUES (p_name, p_limit) ON CONFLICT (name) DO NOTHING;
+	END LOOP;
+END
+$sema$;
+
+-- expire drops the name's expired leases and waiters and makes its row's
+-- sums exact; it returns the row. The caller holds the name's lock.
+-- Deleting (so locking) an expired lease before its permits count as free
+-- is what makes a renewal racing with its expiry safe: the renewal either
+-- commits first (and the row, looked at again, is no longer expired) or
+-- finds the row gone.
+CREATE OR REPLACE FUNCTION {{expire}}(p_name text) RETURNS {{names}}
+LANGUAGE plpgsql AS $sema$
+DECLARE
+	n {{names}}%ROWTYPE;
 BEGIN
 	DELETE FROM {{leases}} x WHERE x.name = p_name AND x.expires_at <= now();
 	DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.expires_at <= now();
+	UPDATE {{names}} x SET
+		used = (SELECT coalesce(sum(l.weight), 0) FROM {{leases}} l WHERE l.name = p_name AND NOT l.revoked),
+		waiting = (SELECT count(*) FROM {{waiters}} q WHERE q.name = p_name)
+	WHERE x.name = p_name
+	RETURNING x.* INTO n;
+	RETURN n;
 END
 $sema$;
 
@@ -89,28 +120,33 @@ $sema$;
 -- which PostgreSQL delivers when the transaction commits. The payload lists
 -- the grants as "id,token,acquired-µs" separated by spaces. The caller
 -- holds the name's lock and has run expire.
-CREATE OR REPLACE FUNCTION {{grant_waiters}}(p_name text, p_lim bigint, p_channel text) RETURNS SETOF {{row}}
+CREATE OR REPLACE FUNCTION {{grant_waiters}}(p_name text, p_channel text) RETURNS SETOF {{row}}
 LANGUAGE plpgsql AS $sema$
 DECLARE
-	v_used    bigint;
+	n         {{names}}%ROWTYPE;
 	w         {{waiters}}%ROWTYPE;
 	l         {{leases}}%ROWTYPE;
+	v_granted bigint := 0;
+	v_weight  bigint := 0;
 	v_payload text := '';
 BEGIN
-	SELECT coalesce(sum(x.weight), 0) INTO v_used FROM {{leases}} x
-	WHERE x.name = p_name AND NOT x.revoked;
+	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name;
+	IF n.waiting = 0 THEN
+		RETURN;
+	END IF;
 	FOR w IN SELECT * FROM {{waiters}} x WHERE x.name = p_name ORDER BY x.ticket LOOP
-		EXIT WHEN v_used + w.weight > p_lim;
+		EXIT WHEN n.used + v_weight + w.weight > n.lim;
 		-- The grant is dated when it is made: after the request was queued,
 		-- so the client's deadline (counted from its request) falls before
 		-- the lease's expiry.
 		l := ROW(p_name, w.id, {{next_token}}, w.owner, w.weight, w.host, w.pid,
-			clock_timestamp(), clock_timestamp(), NULL, false);
+			clock_timestamp(), NULL, NULL, false);
 		l.renewed_at := l.acquired_at;
 		l.expires_at := l.acquired_at + w.ttl_us * interval '1 microsecond';
 		INSERT INTO {{leases}} SELECT (l).*;
 		DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.id = w.id;
-		v_used := v_used + w.weight;
+		v_granted := v_granted + 1;
+		v_weight := v_weight + w.weight;
 		IF length(v_payload) > 7000 THEN -- NOTIFY payloads are below 8000 bytes
 			PERFORM pg_notify(p_channel, v_payload);
 			v_payload := '';
@@ -119,9 +155,10 @@ BEGIN
 			v_payload := v_payload || ' ';
 		END IF;
 		v_payload := v_payload || l.id || ',' || l.token || ',' || {{us}}(l.acquired_at);
-		RETURN NEXT {{lease_row}}('grant', l, p_lim);
+		RETURN NEXT {{lease_row}}('grant', l, n.lim);
 	END LOOP;
-	IF v_payload <> '' THEN
+	IF v_granted > 0 THEN
+		UPDATE {{names}} x SET used = x.used + v_weight, waiting = x.waiting - v_granted WHERE x.name = p_name;
 		PERFORM {{durable}}();
 		PERFORM pg_notify(p_channel, v_payload);
 	END IF;
@@ -131,72 +168,95 @@ $sema$;
 -- acquire grants p_weight permits of p_name at once if they are free and
 -- nobody waits; else, if p_queue, queues the request; else answers "held"
 -- followed by the holders. A repeated request (same p_id) returns its lease,
--- or its place in the queue, unchanged.
+-- or its place in the queue, unchanged. When the name's row shows the
+-- permits free and nobody queued (the common case) it is two statements.
 CREATE OR REPLACE FUNCTION {{acquire}}(p_name text, p_id text, p_owner text, p_host text, p_pid integer,
 	p_limit bigint, p_weight bigint, p_ttl_us bigint, p_queue boolean, p_channel text, p_wttl_us bigint)
 RETURNS SETOF {{row}}
 LANGUAGE plpgsql AS $sema$
 DECLARE
-	v_lim     bigint;
-	v_granted bigint := 0;
-	v_used    bigint;
-	v_waiting bigint;
-	g         {{row}};
+	n         {{names}}%ROWTYPE;
 	l         {{leases}}%ROWTYPE;
+	g         {{row}};
+	v_granted bigint := 0;
 	v_queued  boolean;
 BEGIN
-	INSERT INTO {{names}} AS x (name, lim) VALUES (p_name, p_limit)
-	ON CONFLICT (name) DO UPDATE SET touched = now()
-	RETURNING x.lim INTO v_lim;
-	PERFORM {{expire}}(p_name);
-	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, v_lim, p_channel) LOOP
+	-- The common case, in one statement: lock the name's row only if its
+	-- sums let the request in, and add the lease.
+	WITH u AS (
+		UPDATE {{names}} x SET used = x.used + p_weight
+		WHERE x.name = p_name AND x.lim = p_limit AND x.waiting = 0 AND x.used + p_weight <= x.lim
+		RETURNING x.lim
+	)
+	INSERT INTO {{leases}} AS x (name, id, token, owner, weight, host, pid, acquired_at, renewed_at, expires_at)
+	SELECT p_name, p_id, {{next_token}}, p_owner, p_weight, p_host, p_pid,
+		now(), now(), now() + p_ttl_us * interval '1 microsecond'
+	FROM u
+	ON CONFLICT (name, id) DO NOTHING
+	RETURNING x.* INTO l;
+	IF FOUND THEN
+		IF current_setting('synchronous_commit') = 'off' THEN
+			PERFORM set_config('synchronous_commit', 'on', true); -- see durable
+		END IF;
+		RETURN NEXT {{lease_row}}('granted', l, p_limit);
+		RETURN;
+	END IF;
+	-- Not free by the sums, a new name, another limit, or a retry of a
+	-- request granted before: the careful path answers.
+
+	-- The careful path: expire what is due, serve the queue, then decide.
+	n := {{lock_name}}(p_name, p_limit);
+	n := {{expire}}(p_name);
+	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, p_channel) LOOP
 		v_granted := v_granted + 1;
 		RETURN NEXT g;
 	END LOOP;
-
+	IF v_granted > 0 THEN
+		SELECT * INTO n FROM {{names}} x WHERE x.name = p_name;
+	END IF;
 	SELECT * INTO l FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id;
 	IF FOUND THEN -- a retry, or a queued request granted just now
-		RETURN NEXT {{lease_row}}(CASE WHEN l.revoked THEN 'revoked' ELSE 'granted' END, l, v_lim);
+		RETURN NEXT {{lease_row}}(CASE WHEN l.revoked THEN 'revoked' ELSE 'granted' END, l, n.lim);
 		RETURN;
 	END IF;
 	v_queued := EXISTS (SELECT 1 FROM {{waiters}} x WHERE x.name = p_name AND x.id = p_id);
 	IF v_queued AND p_queue THEN
 		UPDATE {{waiters}} x SET expires_at = now() + p_wttl_us * interval '1 microsecond'
 		WHERE x.name = p_name AND x.id = p_id;
-		RETURN NEXT {{queued_row}}(p_name, p_id, v_lim);
+		RETURN NEXT {{queued_row}}(p_name, p_id, n.lim);
 		IF v_granted = 0 THEN
 			PERFORM {{lazy}}();
 		END IF;
 		RETURN;
 	END IF;
-	IF v_lim <> p_limit AND NOT v_queued THEN
-		IF EXISTS (SELECT 1 FROM {{leases}} x WHERE x.name = p_name AND NOT x.revoked)
-			OR EXISTS (SELECT 1 FROM {{waiters}} x WHERE x.name = p_name) THEN
-			RETURN NEXT {{status_row}}('mismatch', p_name, v_lim, 0);
+	IF n.lim <> p_limit AND NOT v_queued THEN
+		IF n.used > 0 OR n.waiting > 0 THEN
+			RETURN NEXT {{status_row}}('mismatch', p_name, n.lim, 0);
 			RETURN;
 		END IF;
 		UPDATE {{names}} x SET lim = p_limit WHERE x.name = p_name;
-		v_lim := p_limit;
+		n.lim := p_limit;
 	END IF;
 
-	SELECT count(*) INTO v_waiting FROM {{waiters}} x WHERE x.name = p_name;
-	SELECT coalesce(sum(x.weight), 0) INTO v_used FROM {{leases}} x WHERE x.name = p_name AND NOT x.revoked;
-	IF v_waiting = 0 AND v_used + p_weight <= v_lim THEN
-		l := ROW(p_name, p_id, {{next_token}}, p_owner, p_weight, p_host, p_pid,
-			now(), now(), now() + p_ttl_us * interval '1 microsecond', false);
-		INSERT INTO {{leases}} SELECT (l).*;
+	IF n.waiting = 0 AND n.used + p_weight <= n.lim THEN
+		INSERT INTO {{leases}} AS x (name, id, token, owner, weight, host, pid, acquired_at, renewed_at, expires_at)
+		VALUES (p_name, p_id, {{next_token}}, p_owner, p_weight, p_host, p_pid,
+			now(), now(), now() + p_ttl_us * interval '1 microsecond')
+		RETURNING x.* INTO l;
+		UPDATE {{names}} x SET used = x.used + p_weight WHERE x.name = p_name;
 		PERFORM {{durable}}();
-		RETURN NEXT {{lease_row}}('granted', l, v_lim);
+		RETURN NEXT {{lease_row}}('granted', l, n.lim);
 		RETURN;
 	END IF;
 	IF p_queue THEN
 		INSERT INTO {{waiters}} (name, id, owner, weight, host, pid, ttl_us, since, expires_at)
 		VALUES (p_name, p_id, p_owner, p_weight, p_host, p_pid, p_ttl_us, now(),
 			now() + p_wttl_us * interval '1 microsecond');
-		RETURN NEXT {{queued_row}}(p_name, p_id, v_lim);
+		UPDATE {{names}} x SET waiting = x.waiting + 1 WHERE x.name = p_name;
+		RETURN NEXT {{queued_row}}(p_name, p_id, n.lim);
 	ELSE
-		RETURN NEXT {{status_row}}('held', p_name, v_lim, v_waiting);
-		RETURN QUERY SELECT ({{lease_row}}('holder', x, v_lim)).* FROM {{leases}} x
+		RETURN NEXT {{status_row}}('held', p_name, n.lim, n.waiting);
+		RETURN QUERY SELECT ({{lease_row}}('holder', x, n.lim)).* FROM {{leases}} x
 			WHERE x.name = p_name AND NOT x.revoked ORDER BY x.token;
 	END IF;
 	IF v_granted = 0 THEN
@@ -214,33 +274,33 @@ CREATE OR REPLACE FUNCTION {{poll}}(p_name text, p_id text, p_channel text, p_wt
 RETURNS SETOF {{row}}
 LANGUAGE plpgsql AS $sema$
 DECLARE
-	v_lim     bigint;
-	v_granted bigint := 0;
-	g         {{row}};
+	n         {{names}}%ROWTYPE;
 	l         {{leases}}%ROWTYPE;
+	g         {{row}};
+	v_granted bigint := 0;
 BEGIN
-	SELECT x.lim INTO v_lim FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+	PERFORM FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN NEXT {{status_row}}('gone', p_name, 0, 0);
 		PERFORM {{lazy}}();
 		RETURN;
 	END IF;
-	PERFORM {{expire}}(p_name);
-	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, v_lim, p_channel) LOOP
+	n := {{expire}}(p_name);
+	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, p_channel) LOOP
 		v_granted := v_granted + 1;
 		RETURN NEXT g;
 	END LOOP;
 	SELECT * INTO l FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id;
 	IF FOUND THEN
-		RETURN NEXT {{lease_row}}(CASE WHEN l.revoked THEN 'revoked' ELSE 'granted' END, l, v_lim);
+		RETURN NEXT {{lease_row}}(CASE WHEN l.revoked THEN 'revoked' ELSE 'granted' END, l, n.lim);
 		RETURN;
 	END IF;
 	UPDATE {{waiters}} x SET expires_at = now() + p_wttl_us * interval '1 microsecond'
 	WHERE x.name = p_name AND x.id = p_id;
 	IF FOUND THEN
-		RETURN NEXT {{queued_row}}(p_name, p_id, v_lim);
+		RETURN NEXT {{queued_row}}(p_name, p_id, n.lim);
 	ELSE
-		RETURN NEXT {{status_row}}('gone', p_name, v_lim, 0);
+		RETURN NEXT {{status_row}}('gone', p_name, n.lim, 0);
 	END IF;
 	IF v_granted = 0 THEN
 		PERFORM {{lazy}}();
@@ -254,18 +314,17 @@ CREATE OR REPLACE FUNCTION {{leave}}(p_name text, p_id text, p_channel text)
 RETURNS SETOF {{row}}
 LANGUAGE plpgsql AS $sema$
 DECLARE
-	v_lim     bigint;
-	v_granted bigint := 0;
 	g         {{row}};
+	v_granted bigint := 0;
 BEGIN
-	SELECT x.lim INTO v_lim FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+	PERFORM FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN;
 	END IF;
 	DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.id = p_id;
 	DELETE FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked;
 	PERFORM {{expire}}(p_name);
-	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, v_lim, p_channel) LOOP
+	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, p_channel) LOOP
 		v_granted := v_granted + 1;
 		RETURN NEXT g;
 	END LOOP;
@@ -276,24 +335,43 @@ END
 $sema$;
 
 -- release ends the live lease p_id ("released", or "not_held" if it is
--- unknown, expired or revoked) and hands its permits to the queue.
+-- unknown, expired or revoked) and hands its permits to the queue, if
+-- anyone waits. Without waiters it is two statements, and it commits
+-- without waiting for the disk (lazy): if the database crashes before the
+-- release is written, the lease is back after the restart until it
+-- expires; nobody else can have been granted its permits meanwhile, as any
+-- later grant's durable commit writes the release first.
 CREATE OR REPLACE FUNCTION {{release}}(p_name text, p_id text, p_channel text)
 RETURNS SETOF {{row}}
 LANGUAGE plpgsql AS $sema$
 DECLARE
-	v_lim  bigint;
-	v_live boolean;
+	n         {{names}}%ROWTYPE;
+	g         {{row}};
+	v_live    boolean;
+	v_granted bigint := 0;
 BEGIN
-	SELECT x.lim INTO v_lim FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN NEXT {{status_row}}('not_held', p_name, 0, 0);
 		RETURN;
 	END IF;
-	DELETE FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked
-	RETURNING x.expires_at > now() INTO v_live;
-	PERFORM {{expire}}(p_name);
-	RETURN QUERY SELECT * FROM {{grant_waiters}}(p_name, v_lim, p_channel);
-	RETURN NEXT {{status_row}}(CASE WHEN v_live THEN 'released' ELSE 'not_held' END, p_name, v_lim, 0);
+	WITH d AS (
+		DELETE FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked
+		RETURNING x.weight, x.expires_at > now() AS live
+	)
+	UPDATE {{names}} x SET used = x.used - d.weight FROM d WHERE x.name = p_name
+	RETURNING d.live INTO v_live;
+	IF n.waiting > 0 THEN
+		PERFORM {{expire}}(p_name);
+		FOR g IN SELECT * FROM {{grant_waiters}}(p_name, p_channel) LOOP
+			v_granted := v_granted + 1;
+			RETURN NEXT g;
+		END LOOP;
+	END IF;
+	IF v_granted = 0 THEN
+		PERFORM {{lazy}}();
+	END IF;
+	RETURN NEXT {{status_row}}(CASE WHEN v_live THEN 'released' ELSE 'not_held' END, p_name, n.lim, 0);
 END
 $sema$;
 
@@ -304,15 +382,17 @@ CREATE OR REPLACE FUNCTION {{renew}}(p_name text, p_id text, p_ttl_us bigint)
 RETURNS SETOF {{row}}
 LANGUAGE plpgsql AS $sema$
 DECLARE
-	l {{leases}}%ROWTYPE;
+	g {{row}};
 BEGIN
 	UPDATE {{leases}} x SET renewed_at = now(), expires_at = now() + p_ttl_us * interval '1 microsecond'
-	WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked AND x.expires_at > now()
-	RETURNING x.* INTO l;
+	FROM {{names}} n
+	WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked AND x.expires_at > now() AND n.name = p_name
+	RETURNING ({{lease_row}}('granted', x, n.lim)).* INTO g;
 	IF FOUND THEN
-		PERFORM {{durable}}();
-		RETURN NEXT {{lease_row}}('granted', l,
-			coalesce((SELECT x.lim FROM {{names}} x WHERE x.name = p_name), 0));
+		IF current_setting('synchronous_commit') = 'off' THEN
+			PERFORM set_config('synchronous_commit', 'on', true); -- see durable
+		END IF;
+		RETURN NEXT g;
 	ELSIF EXISTS (SELECT 1 FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND x.revoked) THEN
 		RETURN NEXT {{status_row}}('revoked', p_name, 0, 0);
 	ELSE
@@ -328,9 +408,9 @@ CREATE OR REPLACE FUNCTION {{force_release}}(p_name text, p_id text, p_channel t
 RETURNS SETOF {{row}}
 LANGUAGE plpgsql AS $sema$
 DECLARE
-	v_lim bigint;
+	n {{names}}%ROWTYPE;
 BEGIN
-	SELECT x.lim INTO v_lim FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+	PERFORM FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN;
 	END IF;
@@ -339,8 +419,9 @@ BEGIN
 		UPDATE {{leases}} x SET revoked = true
 		WHERE x.name = p_name AND (p_id = '' OR x.id = p_id) AND NOT x.revoked
 		RETURNING x AS l
-	) SELECT ({{lease_row}}('holder', r.l, v_lim)).* FROM r;
-	RETURN QUERY SELECT * FROM {{grant_waiters}}(p_name, v_lim, p_channel);
+	) SELECT ({{lease_row}}('holder', r.l, 0)).* FROM r;
+	n := {{expire}}(p_name); -- the sums without the revoked leases
+	RETURN QUERY SELECT * FROM {{grant_waiters}}(p_name, p_channel);
 END
 $sema$;
 
@@ -375,19 +456,19 @@ BEGIN
 END
 $sema$;
 
--- sweep deletes the rows of names nobody has acquired for p_idle_us and
--- nobody holds or waits for, and the expired leases and waiters of those
--- it looks at; at most p_max names, skipping those another step has
--- locked. It answers how many names it deleted.
-CREATE OR REPLACE FUNCTION {{sweep}}(p_idle_us bigint, p_max integer) RETURNS bigint
+-- sweep deletes the rows of names nobody holds or waits for, with their
+-- expired leases and waiters: at most p_max names, skipping those another
+-- step has locked. It answers how many rows of names it deleted.
+CREATE OR REPLACE FUNCTION {{sweep}}(p_max integer) RETURNS bigint
 LANGUAGE plpgsql AS $sema$
 DECLARE
 	v_name text;
 	v_n    bigint := 0;
 BEGIN
 	FOR v_name IN SELECT x.name FROM {{names}} x
-		WHERE x.touched < now() - p_idle_us * interval '1 microsecond'
-		LIMIT p_max FOR UPDATE SKIP LOCKED
+		WHERE NOT EXISTS (SELECT 1 FROM {{leases}} l WHERE l.name = x.name AND l.expires_at > now())
+			AND NOT EXISTS (SELECT 1 FROM {{waiters}} q WHERE q.name = x.name AND q.expires_at > now())
+		LIMIT p_max FOR UPDATE OF x SKIP LOCKED
 	LOOP
 		PERFORM {{expire}}(v_name);
 		IF NOT EXISTS (SELECT 1 FROM {{leases}} x WHERE x.name = v_name)

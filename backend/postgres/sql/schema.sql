@@ -4,14 +4,21 @@
 -- advisory lock (see migrate.go), so that processes starting at once create
 -- them once.
 
--- One row per name in use: the limit its holders and waiters agreed on. The
+-- One row per name in use: the limit its holders and waiters agreed on, and
+-- the sums of the name's rows: used (the weights of its leases, expired or
+-- not, force-released ones excepted) and waiting (its queued requests). The
 -- row is the name's lock: every step on the name (acquire, release, the
--- waiters' checks, force-release) takes it first, with FOR UPDATE, and only
--- then touches the name's leases and waiters. Idle rows are swept.
+-- waiters' checks, force-release) takes it first, and only then touches the
+-- name's leases and waiters, and every step leaves used and waiting exact.
+-- They let an acquire that finds the permits free and nobody queued grant
+-- without reading the name's leases; as used counts expired leases too, it
+-- can only err towards the careful path, which expires them and counts
+-- again. The rows of names nobody holds or waits for are swept.
 CREATE TABLE {{names}} (
 	name    text COLLATE "C" PRIMARY KEY,
 	lim     bigint NOT NULL CHECK (lim >= 1),
-	touched timestamptz NOT NULL DEFAULT now()
+	used    bigint NOT NULL DEFAULT 0 CHECK (used >= 0),
+	waiting bigint NOT NULL DEFAULT 0 CHECK (waiting >= 0)
 );
 
 -- One row per lease. Expiry is judged by the database's clock only. A
