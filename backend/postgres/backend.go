@@ -47,7 +47,7 @@ var (
 
 // statements are the calls of the server-side functions.
 type statements struct {
-	acquire, poll, leave, release, renew, forceRelease, inspect, sweep string
+	acquire, check, poll, leave, release, renew, forceRelease, inspect, sweep string
 }
 
 // Call timeouts: a database that stops answering (frozen, or a table
@@ -66,6 +66,16 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// A listen URL of its own says that URL may go through a
+	// transaction-mode pooler, which cannot keep prepared statements from
+	// one transaction to the next: one round trip per statement with
+	// unnamed statements then. Otherwise URL keeps sessions (LISTEN needs
+	// one), and prepared statements save the database parsing and planning
+	// each call. A URL that sets pgx's default_query_exec_mode decides.
+	mode := pgx.QueryExecModeCacheStatement
+	if cfg.ListenURL != "" && cfg.ListenURL != cfg.URL {
+		mode = pgx.QueryExecModeExec
+	}
 	cfg = cfg.withDefaults()
 	pcfg, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
@@ -76,12 +86,8 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("postgres: %w: listen URL: %s", sema.ErrInvalidArgument, redactParse(err))
 	}
 	for c, app := range map[*pgx.ConnConfig]string{pcfg.ConnConfig: "sema", lcfg.ConnConfig: "sema listen"} {
-		// Unless the URL asks for another mode, one round trip per
-		// statement with unnamed statements: it works through a
-		// transaction-mode pooler, which cannot keep prepared statements
-		// from one transaction to the next.
 		if !setsExecMode(c.ConnString()) {
-			c.DefaultQueryExecMode = pgx.QueryExecModeExec
+			c.DefaultQueryExecMode = mode
 		}
 		if c.ConnectTimeout == 0 {
 			c.ConnectTimeout = connectTimeout
@@ -99,6 +105,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	b.tag = string(h[:])
 	b.stmt = statements{
 		acquire:      b.sql("SELECT * FROM {{acquire}}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"),
+		check:        b.sql("SELECT * FROM {{check}}($1, $2, $3)"),
 		poll:         b.sql("SELECT * FROM {{poll}}($1, $2, $3, $4)"),
 		leave:        b.sql("SELECT * FROM {{leave}}($1, $2, $3)"),
 		release:      b.sql("SELECT * FROM {{release}}($1, $2, $3)"),

@@ -35,6 +35,11 @@ type Config struct {
 	// also works). Default: URL. A listen connection that does not receive
 	// notifications is detected when it is opened, and waiting then fails
 	// with an error saying so.
+	//
+	// It also decides how statements are sent: with a ListenURL of its own
+	// (URL may be a transaction-mode pooler), as unnamed statements, each
+	// parsed by the database; without, as prepared statements. pgx's URL
+	// parameter default_query_exec_mode overrides this.
 	ListenURL string
 
 	// Schema holds the tables and functions, created on first use if

@@ -28,4 +28,5 @@ func conformance(t *testing.T, cfg func(t *testing.T) postgres.Config) {
 
 func TestConformance(t *testing.T) {
 	conformance(t, func(t *testing.T) postgres.Config { return shared(t) })
+	checkSums(t, shared(t).URL, postgres.DefaultTablePrefix)
 }

@@ -86,4 +86,5 @@ func testContention(t *testing.T, names int) {
 		t.Fatalf("%d deadlocks detected by PostgreSQL, %d steps retried after a conflict; want none", after-before, conflicts)
 	}
 	t.Logf("%d acquisitions by 64 contenders on %d name(s): 0 deadlocks, 0 conflicts", acquired.Load(), names)
+	checkSums(t, shared(t).URL, postgres.DefaultTablePrefix)
 }

@@ -92,6 +92,11 @@ func classify(e *dbError, pe *pgconn.PgError) {
 		// Connection exceptions, too many connections or out of resources,
 		// a server shutting down or starting up.
 		e.transient = true
+	case code == "26000" || code == "42P05":
+		// A prepared statement missing, or there already: the connection
+		// does not keep sessions.
+		e.msg = "prepared statements do not last on this connection (a transaction-mode pooler?): " +
+			"set the listen URL (sema_listen=host:port) to the database itself, or add default_query_exec_mode=exec: " + e.msg
 	case code == "3D000":
 		e.msg = "no such database: " + e.msg
 	case strings.HasPrefix(code, "42"), strings.HasPrefix(code, "22"), strings.HasPrefix(code, "23"),

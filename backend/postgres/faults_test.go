@@ -147,7 +147,7 @@ func TestAlteredTables(t *testing.T) {
 		{"dropped column", "ALTER TABLE %[1]sleases DROP COLUMN owner CASCADE"},
 		{"renamed column", "ALTER TABLE %[1]sleases RENAME COLUMN expires_at TO expires"},
 		{"added column", "ALTER TABLE %[1]sleases ADD COLUMN note text NOT NULL"},
-		{"dropped table", "DROP TABLE %[1]swaiters CASCADE"},
+		{"dropped table", "DROP TABLE %[1]sleases CASCADE"},
 		{"dropped function", "DROP FUNCTION %[1]sacquire"},
 		{"replaced function", `CREATE OR REPLACE FUNCTION %[1]sacquire(p_name text, p_id text, p_owner text, p_host text, p_pid integer,
 			p_limit bigint, p_weight bigint, p_ttl_us bigint, p_queue boolean, p_channel text, p_wttl_us bigint)

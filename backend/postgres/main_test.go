@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sema-dev/sema/backend/postgres"
 	"github.com/sema-dev/sema/internal/testenv"
 )
@@ -55,4 +57,37 @@ func cfgWithPrefix(t testing.TB, prefix string) postgres.Config {
 	cfg := shared(t)
 	cfg.TablePrefix = prefix
 	return cfg
+}
+
+// checkSums checks that the sums kept on each name's row (used, waiting)
+// match the name's leases and waiters, in the tables of prefix.
+func checkSums(t *testing.T, url, prefix string) {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	rows, err := c.Query(context.Background(), strings.ReplaceAll(`
+		SELECT n.name, n.used, n.waiting,
+			(SELECT coalesce(sum(l.weight), 0) FROM P_leases l WHERE l.name = n.name AND NOT l.revoked),
+			(SELECT count(*) FROM P_waiters q WHERE q.name = n.name)
+		FROM P_names n`, "P_", prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	names := 0
+	for rows.Next() {
+		var name string
+		var used, waiting, leases, waiters int64
+		if err := rows.Scan(&name, &used, &waiting, &leases, &waiters); err != nil {
+			t.Fatal(err)
+		}
+		names++
+		if used != leases || waiting != waiters {
+			t.Errorf("%q: row says used %d, waiting %d; its rows: leases %d, waiters %d", name, used, waiting, leases, waiters)
+		}
+	}
+	t.Logf("sums of %d names checked", names)
 }

@@ -32,9 +32,9 @@ const schemaVersion = 1
 // objects are the backend's tables, sequence, type and functions; each is
 // called Config.TablePrefix + its name, in Config.Schema.
 var objects = []string{
-	"names", "leases", "waiters", "waiters_order", "tokens", "row", "version",
+	"names", "leases", "leases_expiry", "waiters", "waiters_order", "tokens", "row", "version",
 	"durable", "lazy", "us", "lease_row", "status_row", "queued_row", "expire", "lock_name", "grant_waiters",
-	"acquire", "poll", "leave", "release", "renew", "force_release", "inspect", "sweep",
+	"acquire", "check", "poll", "leave", "release", "renew", "force_release", "inspect", "sweep",
 }
 
 var placeholder = regexp.MustCompile(`\{\{[a-z_]+\}\}`)
@@ -48,7 +48,7 @@ func sqlText(schema, prefix, text string) string {
 	for _, o := range objects {
 		id := pgx.Identifier{schema, prefix + o}.Sanitize()
 		switch o {
-		case "waiters_order":
+		case "waiters_order", "leases_expiry":
 			id = pgx.Identifier{prefix + o}.Sanitize()
 		case "tokens":
 			pairs = append(pairs, "{{next_token}}", "nextval('"+id+"'::regclass)")

@@ -27,7 +27,9 @@ func TestConformanceThroughPgBouncer(t *testing.T) {
 func TestListenThroughPoolerRefused(t *testing.T) {
 	pg := testenv.SharedPostgres(t)
 	bouncer := testenv.StartPgBouncer(t, pg)
-	b := open(t, postgres.Config{URL: bouncer.URL()})
+	// Unnamed statements, so that only the listen connection suffers from
+	// the pooler (prepared statements would too: errors_test.go).
+	b := open(t, postgres.Config{URL: bouncer.URL() + "&default_query_exec_mode=exec"})
 	c := sema.New(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -133,6 +133,7 @@ func testRestart(t *testing.T, crash bool, down time.Duration) {
 	wg.Wait()
 
 	checkRecords(t, records, limit)
+	checkSums(t, pg.URL(), postgres.DefaultTablePrefix)
 	before, lost := 0, 0
 	for _, r := range records {
 		if r.granted.Before(restartAt) {

@@ -51,6 +51,7 @@ type waiting struct {
 	channel string
 	w       *waiter
 	since   int64     // when the request was queued (µs, database clock)
+	due     time.Time // when an expiry that may free its turn is due; zero if none known
 	failing time.Time // since when the database has not answered; zero if it does
 }
 
@@ -70,7 +71,7 @@ func (wt *waiting) wait(ctx context.Context, st row) (sema.Grant, error) {
 	for {
 		if poll {
 			poll = false
-			st, err := wt.poll(ctx)
+			st, err := wt.look(ctx)
 			switch {
 			case ctx.Err() != nil: // granted, queued or failed: take it back
 				b.leave(ctx, req, wt.channel)
@@ -125,10 +126,13 @@ func (wt *waiting) settle(st row) (look time.Duration, err error) {
 	case kindGranted:
 		return -1, nil
 	case kindQueued:
-		wt.since, wt.failing = st.t1, time.Time{}
-		look = wt.b.cfg.Recheck
-		if st.n >= 0 {
-			look = min(look, time.Duration(st.n)*time.Microsecond+time.Millisecond)
+		// Look again at the expiry that may free the request's turn (then
+		// with poll), or after Recheck (with check), ±20% so that the
+		// waiters of a name do not look all at once.
+		wt.since, wt.failing, wt.due = st.t1, time.Time{}, time.Time{}
+		look = jitter(wt.b.cfg.Recheck)
+		if hint := time.Duration(st.n)*time.Microsecond + time.Millisecond; st.n >= 0 && hint <= look {
+			look, wt.due = hint, time.Now().Add(hint)
 		}
 		return look, nil
 	case kindRevoked:
@@ -170,11 +174,19 @@ func (wt *waiting) grantOf(token, acquired int64) sema.Grant {
 	return g
 }
 
-// poll looks at the request: granted, still queued (its lease renewed), or
-// gone from the queue — then it queues again.
-func (wt *waiting) poll(ctx context.Context) (row, error) {
+// look looks at the request: granted, still queued (its lease renewed), or
+// gone from the queue — then it queues again. When an expiry that may free
+// its turn is due it polls (which expires and grants under the name's
+// lock); otherwise it only checks (which takes no lock on the name).
+func (wt *waiting) look(ctx context.Context) (row, error) {
 	b, req := wt.b, wt.req
-	rs, err := b.step(ctx, "acquire", req.Name, b.stmt.poll, req.Name, req.ID, wt.channel, b.cfg.WaiterTTL.Microseconds())
+	var rs []row
+	var err error
+	if !wt.due.IsZero() && !time.Now().Before(wt.due) {
+		rs, err = b.step(ctx, "acquire", req.Name, b.stmt.poll, req.Name, req.ID, wt.channel, b.cfg.WaiterTTL.Microseconds())
+	} else {
+		rs, err = b.step(ctx, "acquire", req.Name, b.stmt.check, req.Name, req.ID, b.cfg.WaiterTTL.Microseconds())
+	}
 	if err != nil {
 		return row{}, err
 	}

@@ -5,6 +5,11 @@
 -- waits for anything but those row locks, and none holds a lock while a
 -- client waits.
 --
+-- The steps that walk a name's leases or waiters plan without bitmap
+-- scans: the planner sees tiny tables, but a busy name leaves many index
+-- entries of deleted rows behind, which an index scan marks dead and skips
+-- from then on and a bitmap scan reads every time.
+--
 -- Expiry is judged at now(), the start of the step's transaction: a step
 -- that waited for the name's lock never sees a lease as expired before the
 -- database's clock passed its expiry. Grants and renewals commit with
@@ -63,7 +68,8 @@ BEGIN
 	SELECT x.expires_at INTO v_next FROM {{waiters}} x
 	WHERE x.name = p_name AND x.ticket < q.ticket ORDER BY x.ticket DESC LIMIT 1;
 	IF NOT FOUND THEN
-		SELECT min(x.expires_at) INTO v_next FROM {{leases}} x WHERE x.name = p_name AND NOT x.revoked;
+		SELECT x.expires_at INTO v_next FROM {{leases}} x WHERE x.name = p_name AND NOT x.revoked
+		ORDER BY x.expires_at LIMIT 1;
 	END IF;
 	RETURN ROW('queued', p_name, p_id, q.owner, q.host, q.pid, q.weight, q.ticket, p_lim,
 		CASE WHEN v_next IS NULL THEN -1
@@ -92,25 +98,24 @@ BEGIN
 END
 $sema$;
 
--- expire drops the name's expired leases and waiters and makes its row's
--- sums exact; it returns the row. The caller holds the name's lock.
--- Deleting (so locking) an expired lease before its permits count as free
--- is what makes a renewal racing with its expiry safe: the renewal either
--- commits first (and the row, looked at again, is no longer expired) or
--- finds the row gone.
-CREATE OR REPLACE FUNCTION {{expire}}(p_name text) RETURNS {{names}}
+-- expire drops the name's expired leases and takes their weights off the
+-- name's sum. The caller holds the name's lock. Deleting (so locking) an
+-- expired lease before its permits count as free is what makes a renewal
+-- racing with its expiry safe: the renewal either commits first (and the
+-- row, looked at again, is no longer expired) or finds the row gone.
+-- Expired waiters are dropped as the queue is walked (grant_waiters).
+CREATE OR REPLACE FUNCTION {{expire}}(p_name text) RETURNS void
 LANGUAGE plpgsql AS $sema$
 DECLARE
-	n {{names}}%ROWTYPE;
+	v_freed bigint;
 BEGIN
-	DELETE FROM {{leases}} x WHERE x.name = p_name AND x.expires_at <= now();
-	DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.expires_at <= now();
-	UPDATE {{names}} x SET
-		used = (SELECT coalesce(sum(l.weight), 0) FROM {{leases}} l WHERE l.name = p_name AND NOT l.revoked),
-		waiting = (SELECT count(*) FROM {{waiters}} q WHERE q.name = p_name)
-	WHERE x.name = p_name
-	RETURNING x.* INTO n;
-	RETURN n;
+	WITH d AS (
+		DELETE FROM {{leases}} x WHERE x.name = p_name AND x.expires_at <= now()
+		RETURNING x.weight, x.revoked
+	) SELECT sum(d.weight) FILTER (WHERE NOT d.revoked) INTO v_freed FROM d;
+	IF v_freed > 0 THEN
+		UPDATE {{names}} x SET used = x.used - v_freed WHERE x.name = p_name;
+	END IF;
 END
 $sema$;
 
@@ -118,8 +123,9 @@ $sema$;
 -- fits (a later, smaller request never overtakes it), in the caller's
 -- transaction, and tells their clients by NOTIFY on the name's channel,
 -- which PostgreSQL delivers when the transaction commits. The payload lists
--- the grants as "id,token,acquired-µs" separated by spaces. The caller
--- holds the name's lock and has run expire.
+-- the grants as "id,token,acquired-µs" separated by spaces. A waiter whose
+-- own short lease has expired (its client stopped checking: dead) is
+-- dropped on the way. The caller holds the name's lock and has run expire.
 CREATE OR REPLACE FUNCTION {{grant_waiters}}(p_name text, p_channel text) RETURNS SETOF {{row}}
 LANGUAGE plpgsql AS $sema$
 DECLARE
@@ -127,14 +133,27 @@ DECLARE
 	w         {{waiters}}%ROWTYPE;
 	l         {{leases}}%ROWTYPE;
 	v_granted bigint := 0;
+	v_dropped bigint := 0;
 	v_weight  bigint := 0;
+	v_ticket  bigint := 0;
 	v_payload text := '';
 BEGIN
 	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name;
-	IF n.waiting = 0 THEN
-		RETURN;
+	IF n.waiting = 0 OR n.used >= n.lim THEN
+		RETURN; -- nobody to serve, or nothing free (dead waiters wait until something is)
 	END IF;
-	FOR w IN SELECT * FROM {{waiters}} x WHERE x.name = p_name ORDER BY x.ticket LOOP
+	LOOP
+		-- One waiter at a time, in order: an index probe each, however many
+		-- wait (or were queued and left: their index entries too).
+		SELECT * INTO w FROM {{waiters}} x WHERE x.name = p_name AND x.ticket > v_ticket
+		ORDER BY x.ticket LIMIT 1;
+		EXIT WHEN NOT FOUND;
+		v_ticket := w.ticket;
+		IF w.expires_at <= now() THEN
+			DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.id = w.id;
+			v_dropped := v_dropped + 1;
+			CONTINUE;
+		END IF;
 		EXIT WHEN n.used + v_weight + w.weight > n.lim;
 		-- The grant is dated when it is made: after the request was queued,
 		-- so the client's deadline (counted from its request) falls before
@@ -157,9 +176,14 @@ BEGIN
 		v_payload := v_payload || l.id || ',' || l.token || ',' || {{us}}(l.acquired_at);
 		RETURN NEXT {{lease_row}}('grant', l, n.lim);
 	END LOOP;
+	IF v_granted + v_dropped > 0 THEN
+		UPDATE {{names}} x SET used = x.used + v_weight, waiting = x.waiting - v_granted - v_dropped
+		WHERE x.name = p_name;
+	END IF;
 	IF v_granted > 0 THEN
-		UPDATE {{names}} x SET used = x.used + v_weight, waiting = x.waiting - v_granted WHERE x.name = p_name;
-		PERFORM {{durable}}();
+		IF current_setting('synchronous_commit') = 'off' THEN
+			PERFORM set_config('synchronous_commit', 'on', true); -- see durable
+		END IF;
 		PERFORM pg_notify(p_channel, v_payload);
 	END IF;
 END
@@ -169,11 +193,12 @@ $sema$;
 -- nobody waits; else, if p_queue, queues the request; else answers "held"
 -- followed by the holders. A repeated request (same p_id) returns its lease,
 -- or its place in the queue, unchanged. When the name's row shows the
--- permits free and nobody queued (the common case) it is two statements.
+-- permits free and nobody queued (the common case) it is two statements:
+-- lock the row, add the lease.
 CREATE OR REPLACE FUNCTION {{acquire}}(p_name text, p_id text, p_owner text, p_host text, p_pid integer,
 	p_limit bigint, p_weight bigint, p_ttl_us bigint, p_queue boolean, p_channel text, p_wttl_us bigint)
 RETURNS SETOF {{row}}
-LANGUAGE plpgsql AS $sema$
+LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
 DECLARE
 	n         {{names}}%ROWTYPE;
 	l         {{leases}}%ROWTYPE;
@@ -181,37 +206,40 @@ DECLARE
 	v_granted bigint := 0;
 	v_queued  boolean;
 BEGIN
-	-- The common case, in one statement: lock the name's row only if its
-	-- sums let the request in, and add the lease.
-	WITH u AS (
-		UPDATE {{names}} x SET used = x.used + p_weight
-		WHERE x.name = p_name AND x.lim = p_limit AND x.waiting = 0 AND x.used + p_weight <= x.lim
-		RETURNING x.lim
-	)
-	INSERT INTO {{leases}} AS x (name, id, token, owner, weight, host, pid, acquired_at, renewed_at, expires_at)
-	SELECT p_name, p_id, {{next_token}}, p_owner, p_weight, p_host, p_pid,
-		now(), now(), now() + p_ttl_us * interval '1 microsecond'
-	FROM u
-	ON CONFLICT (name, id) DO NOTHING
-	RETURNING x.* INTO l;
-	IF FOUND THEN
-		IF current_setting('synchronous_commit') = 'off' THEN
-			PERFORM set_config('synchronous_commit', 'on', true); -- see durable
-		END IF;
-		RETURN NEXT {{lease_row}}('granted', l, p_limit);
-		RETURN;
+	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+	IF NOT FOUND THEN
+		n := {{lock_name}}(p_name, p_limit);
 	END IF;
-	-- Not free by the sums, a new name, another limit, or a retry of a
-	-- request granted before: the careful path answers.
+	-- The common case: the sums show the permits free and nobody queued.
+	IF n.lim = p_limit AND n.waiting = 0 AND n.used + p_weight <= n.lim THEN
+		WITH u AS (UPDATE {{names}} x SET used = x.used + p_weight WHERE x.name = p_name RETURNING 1)
+		INSERT INTO {{leases}} AS x (name, id, token, owner, weight, host, pid, acquired_at, renewed_at, expires_at)
+		SELECT p_name, p_id, {{next_token}}, p_owner, p_weight, p_host, p_pid,
+			now(), now(), now() + p_ttl_us * interval '1 microsecond'
+		FROM u
+		ON CONFLICT (name, id) DO NOTHING
+		RETURNING x.* INTO l;
+		IF FOUND THEN
+			IF current_setting('synchronous_commit') = 'off' THEN
+				PERFORM set_config('synchronous_commit', 'on', true); -- see durable
+			END IF;
+			RETURN NEXT {{lease_row}}('granted', l, n.lim);
+			RETURN;
+		END IF;
+		-- A retry of a request granted before: undo, and answer below.
+		UPDATE {{names}} x SET used = x.used - p_weight WHERE x.name = p_name;
+	END IF;
 
-	-- The careful path: expire what is due, serve the queue, then decide.
-	n := {{lock_name}}(p_name, p_limit);
-	n := {{expire}}(p_name);
-	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, p_channel) LOOP
-		v_granted := v_granted + 1;
-		RETURN NEXT g;
-	END LOOP;
-	IF v_granted > 0 THEN
+	-- The careful path (not free by the sums, another limit, a retry):
+	-- expire what is due, serve the queue if permits are free, then
+	-- decide.
+	PERFORM {{expire}}(p_name);
+	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name;
+	IF n.waiting > 0 AND n.used < n.lim THEN -- else grant_waiters has nothing to do
+		FOR g IN SELECT * FROM {{grant_waiters}}(p_name, p_channel) LOOP
+			v_granted := v_granted + 1;
+			RETURN NEXT g;
+		END LOOP;
 		SELECT * INTO n FROM {{names}} x WHERE x.name = p_name;
 	END IF;
 	SELECT * INTO l FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id;
@@ -265,27 +293,27 @@ BEGIN
 END
 $sema$;
 
--- poll is a waiting client's look at its request, when an event may have
--- been lost or an expiry is due: it expires what is due, grants what now
--- fits, renews the request's own short lease, and answers "granted" (the
--- lease), "queued" (with when to look again), "revoked" or "gone" (the
--- request expired from the queue).
+-- poll is a waiting client's look at its request when an expiry that may
+-- free its turn is due (its holder's, or the waiter's just ahead): it
+-- expires what is due, grants what now fits, renews the request's own short
+-- lease, and answers "granted" (the lease), "queued" (with when to look
+-- again), "revoked" or "gone" (the request expired from the queue).
 CREATE OR REPLACE FUNCTION {{poll}}(p_name text, p_id text, p_channel text, p_wttl_us bigint)
 RETURNS SETOF {{row}}
-LANGUAGE plpgsql AS $sema$
+LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
 DECLARE
 	n         {{names}}%ROWTYPE;
 	l         {{leases}}%ROWTYPE;
 	g         {{row}};
 	v_granted bigint := 0;
 BEGIN
-	PERFORM FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN NEXT {{status_row}}('gone', p_name, 0, 0);
 		PERFORM {{lazy}}();
 		RETURN;
 	END IF;
-	n := {{expire}}(p_name);
+	PERFORM {{expire}}(p_name);
 	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, p_channel) LOOP
 		v_granted := v_granted + 1;
 		RETURN NEXT g;
@@ -308,21 +336,57 @@ BEGIN
 END
 $sema$;
 
+-- check is a waiting client's routine look at its request, between
+-- events: it renews the request's own short lease and answers "queued"
+-- (with when to look again), "granted", "revoked" or "gone". It takes no
+-- lock on the name (a row lock on the request only, as renew does on a
+-- lease), so that the waiters of a busy name do not stand in the way of
+-- its hand-offs; what only a step holding the name's lock may do
+-- (expiring, granting) is poll's.
+CREATE OR REPLACE FUNCTION {{check}}(p_name text, p_id text, p_wttl_us bigint)
+RETURNS SETOF {{row}}
+LANGUAGE plpgsql AS $sema$
+DECLARE
+	l {{leases}}%ROWTYPE;
+BEGIN
+	UPDATE {{waiters}} x SET expires_at = now() + p_wttl_us * interval '1 microsecond'
+	WHERE x.name = p_name AND x.id = p_id AND x.expires_at > now();
+	IF FOUND THEN
+		RETURN NEXT {{queued_row}}(p_name, p_id, 0);
+	ELSE
+		SELECT * INTO l FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id;
+		IF FOUND THEN
+			RETURN NEXT {{lease_row}}(CASE WHEN l.revoked THEN 'revoked' ELSE 'granted' END, l, 0);
+		ELSE
+			RETURN NEXT {{status_row}}('gone', p_name, 0, 0);
+		END IF;
+	END IF;
+	PERFORM {{lazy}}();
+END
+$sema$;
+
 -- leave takes a request whose client gave up out of the queue, or gives
 -- back the permits it was granted meanwhile, and passes them on.
 CREATE OR REPLACE FUNCTION {{leave}}(p_name text, p_id text, p_channel text)
 RETURNS SETOF {{row}}
-LANGUAGE plpgsql AS $sema$
+LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
 DECLARE
 	g         {{row}};
 	v_granted bigint := 0;
+	v_left    bigint;
+	v_freed   bigint;
 BEGIN
 	PERFORM FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN;
 	END IF;
-	DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.id = p_id;
-	DELETE FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked;
+	WITH d AS (DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.id = p_id RETURNING 1)
+	SELECT count(*) INTO v_left FROM d;
+	WITH d AS (DELETE FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked RETURNING x.weight)
+	SELECT coalesce(sum(d.weight), 0) INTO v_freed FROM d;
+	IF v_left + v_freed > 0 THEN
+		UPDATE {{names}} x SET used = x.used - v_freed, waiting = x.waiting - v_left WHERE x.name = p_name;
+	END IF;
 	PERFORM {{expire}}(p_name);
 	FOR g IN SELECT * FROM {{grant_waiters}}(p_name, p_channel) LOOP
 		v_granted := v_granted + 1;
@@ -343,7 +407,7 @@ $sema$;
 -- later grant's durable commit writes the release first.
 CREATE OR REPLACE FUNCTION {{release}}(p_name text, p_id text, p_channel text)
 RETURNS SETOF {{row}}
-LANGUAGE plpgsql AS $sema$
+LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
 DECLARE
 	n         {{names}}%ROWTYPE;
 	g         {{row}};
@@ -406,21 +470,26 @@ $sema$;
 -- queue. A revoked lease stays until its expiry, holding no permits.
 CREATE OR REPLACE FUNCTION {{force_release}}(p_name text, p_id text, p_channel text)
 RETURNS SETOF {{row}}
-LANGUAGE plpgsql AS $sema$
+LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
 DECLARE
-	n {{names}}%ROWTYPE;
+	l       {{leases}}%ROWTYPE;
+	v_freed bigint := 0;
 BEGIN
 	PERFORM FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN;
 	END IF;
 	PERFORM {{expire}}(p_name);
-	RETURN QUERY WITH r AS (
-		UPDATE {{leases}} x SET revoked = true
+	FOR l IN UPDATE {{leases}} x SET revoked = true
 		WHERE x.name = p_name AND (p_id = '' OR x.id = p_id) AND NOT x.revoked
-		RETURNING x AS l
-	) SELECT ({{lease_row}}('holder', r.l, 0)).* FROM r;
-	n := {{expire}}(p_name); -- the sums without the revoked leases
+		RETURNING x.*
+	LOOP
+		v_freed := v_freed + l.weight;
+		RETURN NEXT {{lease_row}}('holder', l, 0);
+	END LOOP;
+	IF v_freed > 0 THEN
+		UPDATE {{names}} x SET used = x.used - v_freed WHERE x.name = p_name;
+	END IF;
 	RETURN QUERY SELECT * FROM {{grant_waiters}}(p_name, p_channel);
 END
 $sema$;
@@ -456,13 +525,14 @@ BEGIN
 END
 $sema$;
 
--- sweep deletes the rows of names nobody holds or waits for, with their
+-- sweep deletes the rows of names nobody holds or waits for, after their
 -- expired leases and waiters: at most p_max names, skipping those another
 -- step has locked. It answers how many rows of names it deleted.
 CREATE OR REPLACE FUNCTION {{sweep}}(p_max integer) RETURNS bigint
-LANGUAGE plpgsql AS $sema$
+LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
 DECLARE
 	v_name text;
+	v_gone bigint;
 	v_n    bigint := 0;
 BEGIN
 	FOR v_name IN SELECT x.name FROM {{names}} x
@@ -471,6 +541,11 @@ BEGIN
 		LIMIT p_max FOR UPDATE OF x SKIP LOCKED
 	LOOP
 		PERFORM {{expire}}(v_name);
+		WITH d AS (DELETE FROM {{waiters}} x WHERE x.name = v_name AND x.expires_at <= now() RETURNING 1)
+		SELECT count(*) INTO v_gone FROM d;
+		IF v_gone > 0 THEN
+			UPDATE {{names}} x SET waiting = x.waiting - v_gone WHERE x.name = v_name;
+		END IF;
 		IF NOT EXISTS (SELECT 1 FROM {{leases}} x WHERE x.name = v_name)
 			AND NOT EXISTS (SELECT 1 FROM {{waiters}} x WHERE x.name = v_name) THEN
 			DELETE FROM {{names}} x WHERE x.name = v_name;

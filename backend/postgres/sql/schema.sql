@@ -38,6 +38,9 @@ CREATE TABLE {{leases}} (
 	revoked     boolean NOT NULL DEFAULT false,
 	PRIMARY KEY (name, id)
 );
+-- Expired leases, and a name's earliest expiry, are found without walking
+-- the name's other leases (nor the index entries of its deleted ones).
+CREATE INDEX {{leases_expiry}} ON {{leases}} (name, expires_at);
 
 -- One row per queued request, in arrival order (ticket). A waiter's row has
 -- a short lease of its own, renewed by its client while it waits: a waiter
