@@ -92,8 +92,16 @@ func (b *Backend) migrate(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(b.cfg.Schema, b.cfg.TablePrefix)); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{b.cfg.Schema}.Sanitize()); err != nil {
+		// Only a missing schema is created: CREATE SCHEMA IF NOT EXISTS
+		// needs the right to create schemas even when it exists.
+		var missing bool
+		if err := tx.QueryRow(ctx, "SELECT to_regnamespace($1) IS NULL", pgx.Identifier{b.cfg.Schema}.Sanitize()).Scan(&missing); err != nil {
 			return err
+		}
+		if missing {
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{b.cfg.Schema}.Sanitize()); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, b.sql("CREATE TABLE IF NOT EXISTS {{version}} (version integer NOT NULL)")); err != nil {
 			return err
