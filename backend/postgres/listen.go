@@ -33,10 +33,10 @@ const (
 // tells every waiter to look at its request again, as notifications may
 // have been lost in between.
 type listener struct {
-	b     *Backend
-	cfg   *pgx.ConnConfig
-	probe string // this listener's probe channel
-	ctx   context.Context
+	b      *Backend
+	cfg    *pgx.ConnConfig
+	probe  string // this listener's probe channel
+	ctx    context.Context
 	cancel context.CancelFunc // ends ctx: the listener stops
 
 	mu        sync.Mutex

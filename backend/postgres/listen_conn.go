@@ -228,4 +228,3 @@ func (l *listener) relisten(conn *pgx.Conn) error {
 	l.changedLocked()
 	return nil
 }
-
