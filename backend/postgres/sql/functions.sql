@@ -143,6 +143,7 @@ BEGIN
 		RETURN; -- nobody to serve, or nothing free (dead waiters wait until something is)
 	END IF;
 	LOOP
+		EXIT WHEN n.used + v_weight >= n.lim; -- nothing left to give
 		-- One waiter at a time, in order: an index probe each, however many
 		-- wait (or were queued and left: their index entries too).
 		SELECT * INTO w FROM {{waiters}} x WHERE x.name = p_name AND x.ticket > v_ticket
