@@ -144,8 +144,8 @@ func (b *Backend) Guarantees() sema.Guarantees {
 		DurableFencing:   true,
 		SurvivesFailover: false,
 		Wakeup:           "LISTEN/NOTIFY",
-		Notes: "one PostgreSQL primary; grants are committed with synchronous_commit on before anyone learns of them; " +
-			"a failover keeps them only with synchronous replication",
+		Notes: "one PostgreSQL primary; grants and renewals are committed durably before anyone learns of them " +
+			"(a release that hands nothing over is not waited for); a failover keeps them only with synchronous replication",
 	}
 }
 

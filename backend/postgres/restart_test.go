@@ -110,7 +110,7 @@ func testRestart(t *testing.T, crash bool, down time.Duration) {
 			}
 		}
 	}
-	waitGrants(100)
+	waitGrants(60)
 	for deadline := time.Now().Add(30 * time.Second); down > 0 && !longHeld.Load(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("client 0 never held its long lease")
@@ -128,7 +128,7 @@ func testRestart(t *testing.T, crash bool, down time.Duration) {
 	}
 	pg.Restart(t, crash)
 	back := time.Since(restartAt)
-	waitGrants(grants() + 100)
+	waitGrants(grants() + 60)
 	stop()
 	wg.Wait()
 
