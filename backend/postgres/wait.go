@@ -32,15 +32,19 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	channel := b.channel(req.Name)
 	w := b.lis.register(channel, req.ID)
 	defer b.lis.unregister(w)
+	wt := waiting{b: b, req: &req, channel: channel, w: w}
 	st, _, err := b.acquire(ctx, &req, true, channel)
-	if ctx.Err() != nil { // granted or queued: take it back
+	switch {
+	case ctx.Err() != nil: // granted or queued: take it back
 		b.leave(ctx, &req, channel)
 		return sema.Grant{}, b.notAcquired(ctx, &req)
-	}
-	if err != nil {
+	case err != nil && !transient(err):
 		return sema.Grant{}, err
+	case err != nil:
+		// The database did not answer (restarting?): whether the request
+		// was queued is unknown; look, and ride it out like a waiter.
+		st, wt.failing = row{kind: kindGone}, time.Now()
 	}
-	wt := waiting{b: b, req: &req, channel: channel, w: w}
 	return wt.wait(ctx, st)
 }
 
@@ -138,6 +142,8 @@ func (wt *waiting) settle(st row) (look time.Duration, err error) {
 	case kindRevoked:
 		return -1, fmt.Errorf("postgres: acquire %q: %w: granted, then force-released before the grant was seen",
 			wt.req.Name, sema.ErrNotAcquired)
+	case kindGone: // not known to be queued: look soon
+		return min(wt.b.cfg.Recheck, 100*time.Millisecond), nil
 	case "": // no answer: the step failed
 		return -1, nil
 	}
