@@ -183,3 +183,28 @@ func TestNewerSchemaRefused(t *testing.T) {
 		t.Fatalf("Open of tables from a newer sema: %v", err)
 	}
 }
+
+// A request repeated after its lease expired gets a new lease, never the
+// expired one back.
+func TestRetryAfterExpiry(t *testing.T) {
+	b := open(t, shared(t))
+	ctx := context.Background()
+	r := req(uniqueName("retry/expired"), "retried")
+	r.TTL = sema.MinTTL
+	g1, err := b.TryAcquire(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * sema.MinTTL)
+	for _, acquire := range []func(context.Context, sema.Request) (sema.Grant, error){b.TryAcquire, b.Acquire} {
+		g2, err := acquire(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g2.Token <= g1.Token || !g2.ExpiresAt.After(g1.ExpiresAt) {
+			t.Fatalf("retry after expiry: %+v, first %+v", g2, g1)
+		}
+		g1 = g2
+		time.Sleep(2 * sema.MinTTL)
+	}
+}

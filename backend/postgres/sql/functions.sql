@@ -104,7 +104,7 @@ $sema$;
 -- racing with its expiry safe: the renewal either commits first (and the
 -- row, looked at again, is no longer expired) or finds the row gone.
 -- Expired waiters are dropped as the queue is walked (grant_waiters).
-CREATE OR REPLACE FUNCTION {{expire}}(p_name text) RETURNS void
+CREATE OR REPLACE FUNCTION {{expire}}(p_name text) RETURNS bigint
 LANGUAGE plpgsql AS $sema$
 DECLARE
 	v_freed bigint;
@@ -112,10 +112,11 @@ BEGIN
 	WITH d AS (
 		DELETE FROM {{leases}} x WHERE x.name = p_name AND x.expires_at <= now()
 		RETURNING x.weight, x.revoked
-	) SELECT sum(d.weight) FILTER (WHERE NOT d.revoked) INTO v_freed FROM d;
+	) SELECT coalesce(sum(d.weight) FILTER (WHERE NOT d.revoked), 0) INTO v_freed FROM d;
 	IF v_freed > 0 THEN
 		UPDATE {{names}} x SET used = x.used - v_freed WHERE x.name = p_name;
 	END IF;
+	RETURN v_freed; -- the permits freed
 END
 $sema$;
 
@@ -156,15 +157,15 @@ BEGIN
 			CONTINUE;
 		END IF;
 		EXIT WHEN n.used + v_weight + w.weight > n.lim;
-		-- The grant is dated when it is made: after the request was queued,
-		-- so the client's deadline (counted from its request) falls before
-		-- the lease's expiry.
-		l := ROW(p_name, w.id, {{next_token}}, w.owner, w.weight, w.host, w.pid,
-			clock_timestamp(), NULL, NULL, false);
-		l.renewed_at := l.acquired_at;
-		l.expires_at := l.acquired_at + w.ttl_us * interval '1 microsecond';
-		INSERT INTO {{leases}} SELECT (l).*;
-		DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.id = w.id;
+		-- The request becomes a lease, dated when it is made: after the
+		-- request was queued, so the client's deadline (counted from its
+		-- request) falls before the lease's expiry.
+		WITH d AS (DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.id = w.id RETURNING x.*)
+		INSERT INTO {{leases}} AS y (name, id, token, owner, weight, host, pid, acquired_at, renewed_at, expires_at)
+		SELECT d.name, d.id, {{next_token}}, d.owner, d.weight, d.host, d.pid,
+			c.t, c.t, c.t + d.ttl_us * interval '1 microsecond'
+		FROM d, LATERAL (SELECT clock_timestamp() AS t) c
+		RETURNING y.* INTO l;
 		v_granted := v_granted + 1;
 		v_weight := v_weight + w.weight;
 		IF length(v_payload) > 7000 THEN -- NOTIFY payloads are below 8000 bytes
@@ -205,6 +206,7 @@ DECLARE
 	l         {{leases}}%ROWTYPE;
 	g         {{row}};
 	v_granted bigint := 0;
+	v_mine    boolean;
 	v_queued  boolean;
 BEGIN
 	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
@@ -232,10 +234,10 @@ BEGIN
 	END IF;
 
 	-- The careful path (not free by the sums, another limit, a retry):
-	-- expire what is due, serve the queue if permits are free, then
-	-- decide.
-	PERFORM {{expire}}(p_name);
-	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name;
+	-- expire what is due (a retry must not find its lease expired, nor a
+	-- new request be refused for permits that are free), serve the queue if
+	-- permits are free, then decide.
+	n.used := n.used - {{expire}}(p_name);
 	IF n.waiting > 0 AND n.used < n.lim THEN -- else grant_waiters has nothing to do
 		FOR g IN SELECT * FROM {{grant_waiters}}(p_name, p_channel) LOOP
 			v_granted := v_granted + 1;
@@ -243,12 +245,14 @@ BEGIN
 		END LOOP;
 		SELECT * INTO n FROM {{names}} x WHERE x.name = p_name;
 	END IF;
-	SELECT * INTO l FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id;
-	IF FOUND THEN -- a retry, or a queued request granted just now
+	SELECT EXISTS (SELECT 1 FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id),
+		EXISTS (SELECT 1 FROM {{waiters}} x WHERE x.name = p_name AND x.id = p_id)
+	INTO v_mine, v_queued;
+	IF v_mine THEN -- a retry, or a queued request granted just now
+		SELECT * INTO l FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id;
 		RETURN NEXT {{lease_row}}(CASE WHEN l.revoked THEN 'revoked' ELSE 'granted' END, l, n.lim);
 		RETURN;
 	END IF;
-	v_queued := EXISTS (SELECT 1 FROM {{waiters}} x WHERE x.name = p_name AND x.id = p_id);
 	IF v_queued AND p_queue THEN
 		UPDATE {{waiters}} x SET expires_at = now() + p_wttl_us * interval '1 microsecond'
 		WHERE x.name = p_name AND x.id = p_id;
@@ -278,10 +282,12 @@ BEGIN
 		RETURN;
 	END IF;
 	IF p_queue THEN
-		INSERT INTO {{waiters}} (name, id, owner, weight, host, pid, ttl_us, since, expires_at)
-		VALUES (p_name, p_id, p_owner, p_weight, p_host, p_pid, p_ttl_us, now(),
-			now() + p_wttl_us * interval '1 microsecond');
-		UPDATE {{names}} x SET waiting = x.waiting + 1 WHERE x.name = p_name;
+		WITH i AS (
+			INSERT INTO {{waiters}} (name, id, owner, weight, host, pid, ttl_us, since, expires_at)
+			VALUES (p_name, p_id, p_owner, p_weight, p_host, p_pid, p_ttl_us, now(),
+				now() + p_wttl_us * interval '1 microsecond')
+			RETURNING 1
+		) UPDATE {{names}} x SET waiting = x.waiting + 1 FROM i WHERE x.name = p_name;
 		RETURN NEXT {{queued_row}}(p_name, p_id, n.lim);
 	ELSE
 		RETURN NEXT {{status_row}}('held', p_name, n.lim, n.waiting);
@@ -413,6 +419,7 @@ DECLARE
 	n         {{names}}%ROWTYPE;
 	g         {{row}};
 	v_live    boolean;
+	v_used    bigint;
 	v_granted bigint := 0;
 BEGIN
 	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
@@ -425,9 +432,11 @@ BEGIN
 		RETURNING x.weight, x.expires_at > now() AS live
 	)
 	UPDATE {{names}} x SET used = x.used - d.weight FROM d WHERE x.name = p_name
-	RETURNING d.live INTO v_live;
+	RETURNING d.live, x.used INTO v_live, v_used;
 	IF n.waiting > 0 THEN
-		PERFORM {{expire}}(p_name);
+		IF coalesce(v_used, n.used) > 0 THEN -- other leases may have expired meanwhile
+			PERFORM {{expire}}(p_name);
+		END IF;
 		FOR g IN SELECT * FROM {{grant_waiters}}(p_name, p_channel) LOOP
 			v_granted := v_granted + 1;
 			RETURN NEXT g;
