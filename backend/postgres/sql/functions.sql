@@ -443,9 +443,10 @@ BEGIN
 		END LOOP;
 	END IF;
 	IF v_granted = 0 THEN
-		PERFORM {{lazy}}();
+		PERFORM set_config('synchronous_commit', 'off', true); -- see lazy
 	END IF;
-	RETURN NEXT {{status_row}}(CASE WHEN v_live THEN 'released' ELSE 'not_held' END, p_name, n.lim, 0);
+	RETURN NEXT ROW(CASE WHEN v_live THEN 'released' ELSE 'not_held' END, p_name, '', '', '', 0,
+		0::bigint, 0::bigint, n.lim, 0::bigint, 0::bigint, 0::bigint, 0::bigint)::{{row}};
 END
 $sema$;
 
