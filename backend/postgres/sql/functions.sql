@@ -5,10 +5,12 @@
 -- waits for anything but those row locks, and none holds a lock while a
 -- client waits.
 --
--- The steps that walk a name's leases or waiters plan without bitmap
+-- The functions that walk a name's leases or waiters plan without bitmap
 -- scans: the planner sees tiny tables, but a busy name leaves many index
 -- entries of deleted rows behind, which an index scan marks dead and skips
--- from then on and a bitmap scan reads every time.
+-- from then on and a bitmap scan reads every time. (The common paths of
+-- acquire and release look rows up by their keys only, and do without the
+-- cost of that setting.)
 --
 -- Expiry is judged at now(), the start of the step's transaction: a step
 -- that waited for the name's lock never sees a lease as expired before the
@@ -59,7 +61,7 @@ $sema$;
 -- should look again if no event comes: at the expiry of the waiter just
 -- ahead (it may be dead), or for the head, at the earliest holder's expiry.
 CREATE OR REPLACE FUNCTION {{queued_row}}(p_name text, p_id text, p_lim bigint) RETURNS {{row}}
-LANGUAGE plpgsql AS $sema$
+LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
 DECLARE
 	q      {{waiters}}%ROWTYPE;
 	v_next timestamptz;
@@ -105,7 +107,7 @@ $sema$;
 -- row, looked at again, is no longer expired) or finds the row gone.
 -- Expired waiters are dropped as the queue is walked (grant_waiters).
 CREATE OR REPLACE FUNCTION {{expire}}(p_name text) RETURNS bigint
-LANGUAGE plpgsql AS $sema$
+LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
 DECLARE
 	v_freed bigint;
 BEGIN
@@ -128,7 +130,7 @@ $sema$;
 -- own short lease has expired (its client stopped checking: dead) is
 -- dropped on the way. The caller holds the name's lock and has run expire.
 CREATE OR REPLACE FUNCTION {{grant_waiters}}(p_name text, p_channel text) RETURNS SETOF {{row}}
-LANGUAGE plpgsql AS $sema$
+LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
 DECLARE
 	n         {{names}}%ROWTYPE;
 	w         {{waiters}}%ROWTYPE;
@@ -200,7 +202,7 @@ $sema$;
 CREATE OR REPLACE FUNCTION {{acquire}}(p_name text, p_id text, p_owner text, p_host text, p_pid integer,
 	p_limit bigint, p_weight bigint, p_ttl_us bigint, p_queue boolean, p_channel text, p_wttl_us bigint)
 RETURNS SETOF {{row}}
-LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
+LANGUAGE plpgsql AS $sema$
 DECLARE
 	n         {{names}}%ROWTYPE;
 	l         {{leases}}%ROWTYPE;
@@ -307,7 +309,7 @@ $sema$;
 -- again), "revoked" or "gone" (the request expired from the queue).
 CREATE OR REPLACE FUNCTION {{poll}}(p_name text, p_id text, p_channel text, p_wttl_us bigint)
 RETURNS SETOF {{row}}
-LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
+LANGUAGE plpgsql AS $sema$
 DECLARE
 	n         {{names}}%ROWTYPE;
 	l         {{leases}}%ROWTYPE;
@@ -376,7 +378,7 @@ $sema$;
 -- back the permits it was granted meanwhile, and passes them on.
 CREATE OR REPLACE FUNCTION {{leave}}(p_name text, p_id text, p_channel text)
 RETURNS SETOF {{row}}
-LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
+LANGUAGE plpgsql AS $sema$
 DECLARE
 	g         {{row}};
 	v_granted bigint := 0;
@@ -414,7 +416,7 @@ $sema$;
 -- later grant's durable commit writes the release first.
 CREATE OR REPLACE FUNCTION {{release}}(p_name text, p_id text, p_channel text)
 RETURNS SETOF {{row}}
-LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
+LANGUAGE plpgsql AS $sema$
 DECLARE
 	n         {{names}}%ROWTYPE;
 	g         {{row}};
@@ -481,7 +483,7 @@ $sema$;
 -- queue. A revoked lease stays until its expiry, holding no permits.
 CREATE OR REPLACE FUNCTION {{force_release}}(p_name text, p_id text, p_channel text)
 RETURNS SETOF {{row}}
-LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
+LANGUAGE plpgsql AS $sema$
 DECLARE
 	l       {{leases}}%ROWTYPE;
 	v_freed bigint := 0;
