@@ -102,6 +102,10 @@
 //     the number of processes waiting on any name of the database.
 //   - A waiting Acquire rides out an unreachable database for up to
 //     Config.WaiterTTL, then fails with sema.ErrUnavailable.
+//   - An acquire statement in flight is not abandoned when its context
+//     ends, only after 30 seconds: abandoned, it could still commit after
+//     its caller gave the request back, and its grant would stay until its
+//     TTL. The caller gives the grant back at once instead.
 //   - Names are stored as UTF-8: the database's encoding must be UTF8 (or
 //     SQL_ASCII).
 //   - Steps that find the tables or functions altered, a read-only database
