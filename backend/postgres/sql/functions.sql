@@ -128,7 +128,8 @@ $sema$;
 -- which PostgreSQL delivers when the transaction commits. The payload lists
 -- the grants as "id,token,acquired-µs" separated by spaces. A waiter whose
 -- own short lease has expired (its client stopped checking: dead) is
--- dropped on the way. The caller holds the name's lock and has run expire.
+-- dropped on the way. The caller holds the name's lock and has dropped
+-- the expired leases that hold permits (expire).
 CREATE OR REPLACE FUNCTION {{grant_waiters}}(p_name text, p_channel text) RETURNS SETOF {{row}}
 LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
 DECLARE
