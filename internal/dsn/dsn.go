@@ -11,12 +11,13 @@ import (
 	"github.com/sema-dev/sema/backend/etcd"
 	"github.com/sema-dev/sema/backend/file"
 	"github.com/sema-dev/sema/backend/mem"
+	"github.com/sema-dev/sema/backend/postgres"
 	redisb "github.com/sema-dev/sema/backend/redis"
 	"github.com/sema-dev/sema/backend/remote"
 )
 
 // Schemes lists the URL schemes Open understands.
-var Schemes = []string{"mem", "file", "http", "https", "redis", "rediss", "etcd", "etcds"}
+var Schemes = []string{"mem", "file", "http", "https", "redis", "rediss", "postgres", "postgresql", "etcd", "etcds"}
 
 // Open returns the backend named by rawURL:
 //
@@ -24,6 +25,7 @@ var Schemes = []string{"mem", "file", "http", "https", "redis", "rediss", "etcd"
 //	file:///abs/dir        state files in a local directory (processes of one host)
 //	http(s)://host:port    a sema server (`sema serve`); token: WithToken
 //	redis(s)://host:port   Redis 7+, one server or a cluster (backend/redis.ParseURL)
+//	postgres(ql)://...     a PostgreSQL database (see backend/postgres.ParseURL)
 //	etcd(s)://h1:2379,h2:2379/prefix  an etcd cluster (see etcd.ParseURL)
 func Open(ctx context.Context, rawURL string, opts ...Option) (sema.Backend, error) {
 	var o options
@@ -66,6 +68,16 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (sema.Backend, err
 		return remote.New(remote.Config{URL: rawURL, Token: o.token})
 	case "redis", "rediss":
 		b, err := redisb.Open(ctx, rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	case "postgres", "postgresql":
+		cfg, err := postgres.ParseURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		b, err := postgres.Open(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
