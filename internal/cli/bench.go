@@ -9,7 +9,7 @@ import (
 // benchCmd dispatches to the benchmark scenarios.
 var benchCmd = &command{
 	name:    "bench",
-	summary: "run a benchmark scenario (pivot: the PmaControl pivot-file contention)",
+	summary: "run a lock-contention benchmark scenario against bare flock(2)",
 	run: func(ctx context.Context, env *Env, args []string) int {
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 			benchUsage(env.Stderr)

@@ -2,7 +2,14 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/supervise"
 )
 
 // runCmd runs a command while holding permits of a semaphore.
@@ -18,6 +25,52 @@ var runCmd = &command{
 			fmt.Fprintf(env.Stderr, "sema run: %s\n", errMessage(err))
 			return ExitUsage
 		}
-		return runFront(env, args, cfg)
+		rawURL, dir, err := resolveBackend(cfg.backend, env.Getenv)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "sema run: %s\n", errMessage(err))
+			return ExitUsage
+		}
+		if dir != "" {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				fmt.Fprintf(env.Stderr, "sema run: default lock directory: %v\n", err)
+				return ExitBackend
+			}
+		}
+		return supervise.Front(supervise.Stdio{In: env.Stdin, Out: env.Stdout, Err: env.Stderr}, rawURL, args)
 	},
+}
+
+// superviseCmd is the hidden subcommand sema run re-executes itself as.
+var superviseCmd = &command{
+	name:    supervise.Command,
+	summary: "internal: the supervisor process of sema run",
+	hidden:  true,
+	run: func(_ context.Context, env *Env, args []string) int {
+		fs := flag.NewFlagSet("sema "+supervise.Command, flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		fg := fs.Bool("fg", false, "give the job the terminal")
+		backend := fs.String("backend", "", "backend URL")
+		if err := fs.Parse(args); err != nil {
+			fmt.Fprintf(env.Stderr, "sema %s: internal command of sema run, not for direct use\n", supervise.Command)
+			return ExitUsage
+		}
+		cfg, _, err := parseRunArgs(fs.Args(), io.Discard)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "sema %s: %s\n", supervise.Command, errMessage(err))
+			return ExitUsage
+		}
+		if *backend != "" {
+			cfg.backend = *backend
+		}
+		open := func(ctx context.Context, msgs io.Writer, log *slog.Logger) (*sema.Client, int) {
+			return openClient(ctx, &Env{Stderr: msgs, Getenv: env.Getenv}, cfg.backend, sema.WithLogger(log))
+		}
+		return supervise.Supervise(cfg.supervise(), *fg, open)
+	},
+}
+
+// supervise is the run as the supervisor needs it.
+func (c runConfig) supervise() supervise.Config {
+	return supervise.Config{Name: c.name, Limit: c.limit, Weight: c.weight, TTL: c.ttl, Wait: c.wait, Owner: c.owner,
+		MaxHold: c.maxHold, Grace: c.grace, Margin: c.margin, Cmd: c.cmd}
 }

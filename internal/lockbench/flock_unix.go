@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd
 
-package cli
+package lockbench
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // flockLocker is the baseline: bare flock(2) on a lock file next to each
-// data file, opened and closed around every update as the seed's PHP does.
+// data file, opened and closed around every update as a PHP worker does.
 // The data file itself cannot carry the lock: it is replaced by rename.
 type flockLocker struct{ dir string }
 

@@ -1,4 +1,4 @@
-package cli
+package supervise
 
 import (
 	"context"
@@ -18,9 +18,10 @@ import (
 
 // supervisor holds the lease and runs the job (see supervise_linux.go).
 type supervisor struct {
-	cfg       runConfig
+	cfg       Config
 	fg        bool
 	out       *statusWriter
+	open      Opener
 	cmds      chan byte      // from the front
 	frontGone chan struct{}  // closed when the front is gone
 	sigs      chan os.Signal // sent to the supervisor itself
@@ -53,7 +54,7 @@ func (s *supervisor) run(ctl *os.File) int {
 	s.sigs, stopSigs = supervisorSignals()
 	defer stopSigs()
 
-	c, code := openClient(context.Background(), &Env{Stderr: s.out, Getenv: os.Getenv}, s.cfg.backend, sema.WithLogger(s.out.logger()))
+	c, code := s.open(context.Background(), s.out, s.out.logger())
 	if c == nil {
 		return code
 	}
@@ -64,7 +65,7 @@ func (s *supervisor) run(ctl *os.File) int {
 	}
 	code = s.runJob(c, l)
 	if err := l.Release(context.Background()); err != nil && code != ExitLeaseLost {
-		s.out.msg("releasing %q: %s", s.cfg.name, errMessage(err))
+		s.out.msg("releasing %q: %s", s.cfg.Name, err)
 	}
 	return code
 }
@@ -72,7 +73,7 @@ func (s *supervisor) run(ctl *os.File) int {
 // runJob starts the job, supervises it until its whole process group is
 // gone, and returns sema run's exit code.
 func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
-	path, err := exec.LookPath(s.cfg.cmd[0])
+	path, err := exec.LookPath(s.cfg.Cmd[0])
 	if err != nil {
 		s.out.msg("%s", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -88,7 +89,7 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 	}
 	// Pdeathsig is tied to the forking thread: keep this goroutine on it.
 	runtime.LockOSThread()
-	p, err := os.StartProcess(path, s.cfg.cmd, &os.ProcAttr{
+	p, err := os.StartProcess(path, s.cfg.Cmd, &os.ProcAttr{
 		Env:   jobEnv(os.Environ(), l),
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Foreground: s.fg, Ctty: 0},
@@ -124,11 +125,11 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 			}
 			killing = true
 			if why != "" {
-				s.out.msg("%s; terminating the job (SIGTERM, then SIGKILL after %v)", why, s.cfg.grace)
+				s.out.msg("%s; terminating the job (SIGTERM, then SIGKILL after %v)", why, s.cfg.Grace)
 			}
 			killGroup(pgid, syscall.SIGTERM)
 			killGroup(pgid, syscall.SIGCONT) // a stopped job must see its SIGTERM
-			killT = time.NewTimer(s.cfg.grace)
+			killT = time.NewTimer(s.cfg.Grace)
 			killC = killT.C
 		}
 	)
@@ -152,7 +153,7 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 			done = nil
 			if ended == nil {
 				lost = l.Err()
-				stopping(fmt.Sprintf("lease on %q lost (%v)", s.cfg.name, lost))
+				stopping(fmt.Sprintf("lease on %q lost (%v)", s.cfg.Name, lost))
 			}
 		case ev := <-events:
 			if !ev.exited {
@@ -186,7 +187,7 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 	}
 	if err := l.Err(); err != nil && errors.Is(err, sema.ErrLeaseLost) {
 		// Lost as the job ended: its work may not have been covered.
-		s.out.msg("lease on %q lost as the job ended (%v)", s.cfg.name, err)
+		s.out.msg("lease on %q lost as the job ended (%v)", s.cfg.Name, err)
 		return ExitLeaseLost
 	}
 	return exitStatus(status)
