@@ -21,6 +21,8 @@ var benchCmd = &command{
 		switch args[0] {
 		case "pivot":
 			return benchPivot(ctx, env, args[1:])
+		case "contend":
+			return benchContend(ctx, env, args[1:])
 		}
 		fmt.Fprintf(env.Stderr, "sema bench: unknown scenario %q\n", args[0])
 		benchUsage(env.Stderr)
@@ -32,6 +34,9 @@ func benchUsage(w io.Writer) {
 	fmt.Fprint(w, `usage: sema bench SCENARIO [flags]
 
 scenarios:
+  contend P processes increment one counter file under one lock, on sema
+          and on bare flock(2), at several P; then shell loops of sema run
+          against flock(1); prints increments/s, waits and hand-offs
   pivot   workers update the status of S servers in JSON files under a lock:
           one global lock+file versus one lock+file per server, on sema and
           on bare flock(2); prints lock-wait avg and p99 per S

@@ -19,7 +19,9 @@ type semaLocker struct {
 	shared bool // c belongs to the caller
 }
 
-func isMemURL(raw string) bool {
+// IsMemURL reports whether raw names the in-process memory backend, which
+// workers of one process share and separate processes cannot.
+func IsMemURL(raw string) bool {
 	u, err := url.Parse(raw)
 	return err == nil && (strings.EqualFold(u.Scheme, "mem") || strings.EqualFold(u.Scheme, "memory"))
 }

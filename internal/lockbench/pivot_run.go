@@ -47,7 +47,7 @@ func newPivotCase(ctx context.Context, o PivotOptions, servers int, lock, layout
 		return nil, err
 	}
 	prefix := "bench-pivot/" + rand.Text()[:8] + "/" // fresh names for every case
-	if lock == "sema" && isMemURL(o.Backend) {
+	if lock == "sema" && IsMemURL(o.Backend) {
 		b, err := o.Open(ctx)
 		if err != nil {
 			return nil, err
