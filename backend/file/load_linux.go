@@ -35,6 +35,7 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 	} else {
 		nf.gen = snap.hdr.gen
 		nf.cache, nf.cacheHdr = st, snap.hdr
+		nf.phantoms = st.phantomCount()
 	}
 	if st.Boot != nf.b.boot && nf.b.boot != ([16]byte{}) {
 		// Written before this boot: a machine crash may have lost writes
@@ -113,6 +114,7 @@ func (nf *nameFile) repair(snap snapshot, now time.Time) (*state, error) {
 	nf.gen = max(snap.gen, uint64(now.UnixNano()))
 	nf.cache = nil
 	nf.dirty = true
+	nf.ringAll = true // every live process must re-register what it holds and awaits
 	return st, nil
 }
 

@@ -23,29 +23,36 @@ type nameFile struct {
 	f    *os.File
 	rc   syscall.RawConn
 	lk   chan struct{} // local mutex, taken with a context
-	kick chan struct{} // wakes the pump
+	kick chan struct{} // wakes the pump: read the state
+	died chan struct{} // wakes the pump: a process closed the file, maybe dying
 	lock *stateLock    // the state lock; used under lk
 	rd   *preader      // reads the state; used under lk
 	drop func(bool)    // nf.abandon, bound once
 
 	// Guarded by lk.
-	slot     int64  // liveness slot held by f; -1 until taken
-	nonce    uint64 // random, tells our entries from a dead previous owner's of the slot
-	gen      uint64 // generation of the record last read or written
-	cache    *state // the state as of gen, when we know it
-	cacheHdr header
-	dirty    bool               // the state was changed in this step
-	wrote    bool               // and written
-	buf      []byte             // encoding buffer
-	rbuf     []byte             // reading buffer
-	leases   map[string]lease   // leases of this backend, vouched for by slot
-	waiting  map[string]*waiter // Acquire calls of this backend that wait
-	pumping  bool               // the pump goroutine runs
-	inPump   bool               // the pump is in its step
-	orphans  bool               // the file may hold entries of ours nobody uses
-	nextWake time.Time          // when the pump re-reads the state
-	wd       int                // inotify watch descriptor; -1 if none
-	noWatch  bool               // no inotify for this file: poll
+	slot       int64  // liveness slot held by f; -1 until taken
+	nonce      uint64 // random, tells our entries from a dead previous owner's of the slot
+	gen        uint64 // generation of the record last read or written
+	cache      *state // the state as of gen, when we know it
+	cacheHdr   header
+	dirty      bool               // the state was changed in this step
+	wrote      bool               // and written
+	buf        []byte             // encoding buffer
+	rbuf       []byte             // reading buffer
+	leases     map[string]lease   // leases of this backend, vouched for by slot
+	waiting    map[string]*waiter // Acquire calls of this backend that wait
+	pumping    bool               // the pump goroutine runs
+	inPump     bool               // the pump is in its step
+	orphans    bool               // the file may hold entries of ours nobody uses
+	nextWake   time.Time          // when the pump re-reads the state
+	wd         int                // inotify watch descriptor; -1 if none
+	noWatch    bool               // no inotify for this file: poll
+	bell       *doorbell          // this process's doorbell on the name, once it waited
+	noBell     error              // why the doorbell could not be bound (then: poll)
+	bellPrefix string             // see bellBase
+	rings      []uint32           // slots whose doorbell this step rings once the state lock is free
+	ringAll    bool               // ring every live slot: a repair, or a phantom gone
+	phantoms   int                // phantom holders in the state as read by this step
 
 	// Guarded by b.mu.
 	refs      int
@@ -66,7 +73,7 @@ func newNameFile(b *Backend, name string, f *os.File) (*nameFile, error) {
 	}
 	nf := &nameFile{
 		b: b, name: name, path: f.Name(), f: f, rc: rc,
-		lk: make(chan struct{}, 1), kick: make(chan struct{}, 1), lock: newStateLock(rc, unix.LOCK_EX), rd: newPreader(rc, f.Name()),
+		lk: make(chan struct{}, 1), kick: make(chan struct{}, 1), died: make(chan struct{}, 1), lock: newStateLock(rc, unix.LOCK_EX), rd: newPreader(rc, f.Name()),
 		slot: -1, wd: -1,
 		leases: make(map[string]lease), waiting: make(map[string]*waiter),
 	}
@@ -111,12 +118,15 @@ func (nf *nameFile) begin(ctx context.Context) error {
 	return nil
 }
 
-// end finishes a step begun by begin.
+// end finishes a step begun by begin: it lets the state lock go, then
+// rings the doorbells of the processes whose waiters the step granted.
 func (nf *nameFile) end() {
 	if nf.dirty && !nf.wrote {
 		nf.cache = nil // changed in memory only: forget it
+		nf.rings, nf.ringAll = nf.rings[:0], false
 	}
 	nf.lock.unlock()
+	nf.ringPending()
 	nf.unlockLocal()
 }
 
@@ -194,6 +204,10 @@ func (nf *nameFile) write(st *state) error {
 	nf.gen++
 	nf.cacheHdr, _ = parseHeader(buf)
 	nf.cache, nf.wrote = st, true
+	if n := st.phantomCount(); n < nf.phantoms {
+		nf.ringAll = true // a name blocked by phantoms may move on: everyone looks again
+	}
+	nf.phantoms = st.phantomCount()
 	return nil
 }
 
@@ -217,6 +231,7 @@ func (nf *nameFile) detachIfIdle(now time.Time) bool {
 	if nf.pumping || len(nf.waiting) > 0 {
 		return false
 	}
+	nf.closeBell()
 	// Under b.mu, so that a new nameFile of the same name, whose watch
 	// would get the same descriptor from the kernel, cannot be watching yet.
 	if nf.wd >= 0 && nf.b.watch != nil { // b.mu is held: not via removeWatch

@@ -73,13 +73,16 @@ func (s *state) used() int64 {
 	return n
 }
 
-func (s *state) hasPhantom() bool {
+func (s *state) hasPhantom() bool { return s.phantomCount() > 0 }
+
+func (s *state) phantomCount() int {
+	n := 0
 	for i := range s.Holders {
 		if s.Holders[i].Phantom {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 func (s *state) holder(id string) int {

@@ -27,21 +27,59 @@ type result struct {
 const cleanupTimeout = 5 * time.Second
 
 // commit finishes a step: grants queued requests that now fit, writes the
-// state if it changed, hands grants to this backend's waiters, and keeps
-// the event sources (inotify watch, pump timer) in line with the queue.
+// state if it changed, hands grants to this backend's waiters, queues the
+// rings of other processes' granted waiters (end sends them), and keeps
+// the event sources (doorbell, inotify watch, pump timer) in line with the
+// queue.
 func (nf *nameFile) commit(st *state, now time.Time) error {
-	if len(st.grantQueue(now.UnixNano())) > 0 {
+	granted := st.grantQueue(now.UnixNano())
+	if len(granted) > 0 {
 		nf.dirty = true
+	}
+	if len(nf.waiting) > 0 && nf.bell == nil && nf.noBell == nil {
+		// Before our waiters are in the file: a grant rings the doorbell.
+		if nf.noBell = nf.openBell(); nf.noBell != nil {
+			nf.b.log.Warn("file: no doorbell; waiters poll", "name", nf.name, "every", nf.b.cfg.Poll, "err", nf.noBell)
+		}
 	}
 	if nf.dirty {
 		if err := nf.write(st); err != nil {
 			return err
+		}
+		for _, i := range granted {
+			if h := &st.Holders[i]; !nf.ours(h.Slot, h.Nonce) && !slices.Contains(nf.rings, h.Slot) {
+				nf.rings = append(nf.rings, h.Slot)
+			}
 		}
 	}
 	nf.dispatch(st)
 	nf.watchIfNeeded(st)
 	nf.scheduleWake(st, now)
 	return nil
+}
+
+// ringPending rings the doorbells queued by the step that just ended.
+// Called under lk, after the state lock is let go: the woken process reads
+// the state at once.
+func (nf *nameFile) ringPending() {
+	if nf.ringAll {
+		nf.ringAll = false
+		live, err := liveSlots(nf.rc)
+		if err != nil {
+			live = nil // their Recheck covers them
+		}
+		for _, s := range live {
+			if int64(s) != nf.slot && !slices.Contains(nf.rings, s) {
+				nf.rings = append(nf.rings, s)
+			}
+		}
+	}
+	for _, s := range nf.rings {
+		if addr, err := nf.bellAddr(s); err == nil {
+			nf.b.ring.ring(addr)
+		}
+	}
+	nf.rings = nf.rings[:0]
 }
 
 // dispatch delivers the grants of our waiters found among the holders,
@@ -73,57 +111,15 @@ func (nf *nameFile) fail(w *waiter, err error) {
 	w.ch <- result{err: err}
 }
 
-// hasForeign reports whether the state has entries of other open files:
-// only their changes need inotify; our own come with a direct hand-off.
-func (nf *nameFile) hasForeign(st *state) bool {
-	for i := range st.Holders {
-		if !nf.ours(st.Holders[i].Slot, st.Holders[i].Nonce) {
-			return true
-		}
-	}
-	for i := range st.Waiters {
-		if !nf.ours(st.Waiters[i].Slot, st.Waiters[i].Nonce) {
-			return true
-		}
-	}
-	return false
-}
-
-// watchIfNeeded keeps an inotify watch on the file while we wait and other
-// processes take part. It runs under the state lock, so no change by
-// another process can slip in between the check and the watch.
-func (nf *nameFile) watchIfNeeded(st *state) {
-	need := len(nf.waiting) > 0 && nf.hasForeign(st)
-	switch {
-	case need && nf.wd < 0 && !nf.noWatch:
-		wd, err := nf.b.addWatch(nf)
-		if err != nil {
-			nf.noWatch = true
-			nf.b.log.Warn("file: no inotify watch; waiters poll", "name", nf.name, "every", nf.b.cfg.Poll, "err", err)
-			return
-		}
-		nf.wd = wd
-	case !need && nf.wd >= 0:
-		nf.unwatch()
-	}
-}
-
-func (nf *nameFile) unwatch() {
-	if nf.wd >= 0 {
-		nf.b.removeWatch(nf.wd)
-		nf.wd = -1
-	}
-}
-
 // scheduleWake sets when the pump next re-reads the state without an
-// event: at the earliest lease expiry, or after Recheck (Poll without
-// inotify) as a guard against a lost event.
+// event: at the earliest lease expiry, or after Recheck (Poll without a
+// doorbell or inotify) as a guard against a lost event.
 func (nf *nameFile) scheduleWake(st *state, now time.Time) {
 	if len(nf.waiting) == 0 {
 		return
 	}
 	d := nf.b.cfg.Recheck
-	if nf.noWatch && nf.hasForeign(st) {
+	if (nf.noWatch || nf.bell == nil) && nf.hasForeign(st) {
 		d = nf.b.cfg.Poll
 	}
 	if e := st.earliestExpiry(); e != 0 {
@@ -138,10 +134,18 @@ func (nf *nameFile) scheduleWake(st *state, now time.Time) {
 	}
 }
 
-// poke wakes the pump.
+// poke wakes the pump to read the state.
 func (nf *nameFile) poke() {
 	select {
 	case nf.kick <- struct{}{}:
+	default:
+	}
+}
+
+// closed wakes the pump to check whether a process it waits behind died.
+func (nf *nameFile) closed() {
+	select {
+	case nf.died <- struct{}{}:
 	default:
 	}
 }
@@ -163,6 +167,10 @@ func (nf *nameFile) pump(d time.Duration) {
 		select {
 		case <-nf.kick:
 		case <-t.C:
+		case <-nf.died:
+			if nf.aheadAlive() {
+				continue
+			}
 		case <-nf.b.done:
 			return
 		}
