@@ -1,6 +1,7 @@
 package file
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,9 +18,10 @@ import (
 // one open file at a time, so the address names one live process and
 // needs no entry of its own in the state. A step that grants a waiter of
 // another process rings the doorbell of that waiter's slot, and only that
-// one; a datagram means "read the state again", nothing more, so a full
-// socket buffer loses nothing. The kernel frees the address when the
-// process dies.
+// one. The ring carries the grant as written in the state (see grantMsg),
+// so the woken process hands it to its waiting Acquire without taking the
+// state lock; anything else it cannot use makes it read the state. The
+// kernel frees the address when the process dies.
 //
 // Datagrams from another user (except root) are dropped: they could only
 // cause extra reads, but a local user must not be able to keep a waiter
@@ -82,29 +84,32 @@ func (nf *nameFile) openBell() error {
 		return err
 	}
 	nf.bell = &doorbell{f: f}
-	go listen(rc, nf.poke)
+	go nf.listen(rc)
 	return nil
 }
 
-// listen reads rings until the doorbell is closed.
-func listen(rc syscall.RawConn, poke func()) {
+// listen reads rings until the doorbell is closed: it hands the grants they
+// carry to the waiters, and wakes the pump for any other ring.
+func (nf *nameFile) listen(rc syscall.RawConn) {
 	uid := uint32(os.Getuid())
-	buf := make([]byte, 16)
+	buf := make([]byte, maxGrantMsg+1)
 	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
 	rc.Read(func(fd uintptr) bool {
-		rang := false
+		poke := false
 		for {
-			_, oobn, _, _, err := unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
+			n, oobn, _, _, err := unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
 			if err == unix.EINTR {
 				continue
 			}
 			if err != nil {
-				if rang {
-					poke()
+				if poke {
+					nf.poke()
 				}
 				return err != unix.EAGAIN // wait for the next ring, or stop
 			}
-			rang = rang || fromUser(oob[:oobn], uid)
+			if fromUser(oob[:oobn], uid) && !nf.deliver(buf[:n]) {
+				poke = true
+			}
 		}
 	})
 }
@@ -128,6 +133,65 @@ func (nf *nameFile) closeBell() {
 	}
 }
 
+// A grant message is the grant of one waiter, as the granting step wrote
+// it into the state: 'G', then the generation of the record written, the
+// nonce of the waiter's open file, its token, weight, limit, acquired and
+// expires times (8 bytes each, little endian), then its lease ID. Any
+// other ring is "read the state".
+const (
+	grantHead   = 1 + 7*8
+	maxGrantMsg = grantHead + 255
+)
+
+// grantMsg encodes the grant of holder h of st, written as generation gen.
+func grantMsg(gen uint64, st *state, h *holderRec) []byte {
+	b := make([]byte, 0, grantHead+len(h.ID))
+	b = append(b, 'G')
+	b = appendU64(b, gen)
+	b = appendU64(b, h.Nonce)
+	b = appendU64(b, h.Token)
+	b = appendI64(b, h.Weight)
+	b = appendI64(b, st.Limit)
+	b = appendI64(b, h.Acquired)
+	b = appendI64(b, h.Expires)
+	return append(b, h.ID...)
+}
+
+// deliver hands the grant in msg to the waiter it names and reports
+// whether it did. A grant for a waiter that is gone (served by a step of
+// its own, or given up: its step gives the permits back) counts as
+// delivered; anything else is not, and the pump reads the state.
+func (nf *nameFile) deliver(msg []byte) bool {
+	if len(msg) <= grantHead || len(msg) > maxGrantMsg || msg[0] != 'G' {
+		return false
+	}
+	r := reader{b: msg[1:]}
+	gen, nonce, token, weight, limit, acquired, expires := r.u64(), r.u64(), r.u64(), r.i64(), r.i64(), r.u64(), r.u64()
+	id := string(r.b)
+	if nf.lockLocal(context.Background()) != nil {
+		return true // closed
+	}
+	defer nf.unlockLocal()
+	if nonce != nf.nonce || gen <= nf.staleBefore {
+		// Not ours, or older than a state in which one of our waiters was
+		// found neither queued nor granted (and queued again): the grant
+		// may be that waiter's lost one.
+		return false
+	}
+	w := nf.waiting[id]
+	if w == nil {
+		return true
+	}
+	if w.req.Weight != weight || w.req.Limit != limit || token == 0 {
+		return false
+	}
+	nf.raceSync()
+	h := holderRec{ID: id, Owner: w.req.Owner, Host: w.req.Host, PID: pid32(w.req.PID), Token: token, Weight: weight,
+		Acquired: int64(acquired), Renewed: int64(acquired), Expires: int64(expires), Slot: uint32(nf.slot), Nonce: nonce}
+	nf.grantLocal(w, &h, nf.name, limit)
+	return true
+}
+
 // ringer sends the rings of one backend, through one unbound socket.
 type ringer struct {
 	once sync.Once
@@ -136,10 +200,10 @@ type ringer struct {
 	err  error
 }
 
-// ring sends an empty-handed wake-up to the doorbell at addr. A doorbell
-// that is not there (its process died, or does not wait) is not an error:
-// whoever is there will read the state at its next step.
-func (r *ringer) ring(addr *unix.SockaddrUnix) {
+// ring sends msg to the doorbell at addr. A doorbell that is not there (its
+// process died, or does not wait) is not an error: whoever is there will
+// read the state at its next step.
+func (r *ringer) ring(addr *unix.SockaddrUnix, msg []byte) {
 	r.once.Do(func() {
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -153,13 +217,14 @@ func (r *ringer) ring(addr *unix.SockaddrUnix) {
 		return
 	}
 	r.rc.Write(func(fd uintptr) bool {
-		for unix.Sendto(int(fd), ringByte[:], unix.MSG_DONTWAIT, addr) == unix.EINTR {
+		for unix.Sendto(int(fd), msg, unix.MSG_DONTWAIT, addr) == unix.EINTR {
 		}
 		return true
 	})
 }
 
-var ringByte = [1]byte{1}
+// readAgain is the ring that only says "read the state".
+var readAgain = []byte{'W'}
 
 func (r *ringer) close() error {
 	var err error

@@ -30,29 +30,29 @@ type nameFile struct {
 	drop func(bool)    // nf.abandon, bound once
 
 	// Guarded by lk.
-	slot       int64  // liveness slot held by f; -1 until taken
-	nonce      uint64 // random, tells our entries from a dead previous owner's of the slot
-	gen        uint64 // generation of the record last read or written
-	cache      *state // the state as of gen, when we know it
-	cacheHdr   header
-	dirty      bool               // the state was changed in this step
-	wrote      bool               // and written
-	buf        []byte             // encoding buffer
-	rbuf       []byte             // reading buffer
-	leases     map[string]lease   // leases of this backend, vouched for by slot
-	waiting    map[string]*waiter // Acquire calls of this backend that wait
-	pumping    bool               // the pump goroutine runs
-	inPump     bool               // the pump is in its step
-	orphans    bool               // the file may hold entries of ours nobody uses
-	nextWake   time.Time          // when the pump re-reads the state
-	wd         int                // inotify watch descriptor; -1 if none
-	noWatch    bool               // no inotify for this file: poll
-	bell       *doorbell          // this process's doorbell on the name, once it waited
-	noBell     error              // why the doorbell could not be bound (then: poll)
-	bellPrefix string             // see bellBase
-	rings      []uint32           // slots whose doorbell this step rings once the state lock is free
-	ringAll    bool               // ring every live slot: a repair, or a phantom gone
-	phantoms   int                // phantom holders in the state as read by this step
+	slot        int64  // liveness slot held by f; -1 until taken
+	nonce       uint64 // random, tells our entries from a dead previous owner's of the slot
+	gen         uint64 // generation of the record last read or written
+	cache       *state // the state as of gen, when we know it
+	cacheHdr    header
+	dirty       bool               // the state was changed in this step
+	wrote       bool               // and written
+	buf         []byte             // encoding buffer
+	rbuf        []byte             // reading buffer
+	leases      map[string]lease   // leases of this backend, vouched for by slot
+	waiting     map[string]*waiter // Acquire calls of this backend that wait
+	pumping     bool               // the pump goroutine runs
+	inPump      bool               // the pump is in its step
+	orphans     bool               // the file may hold entries of ours nobody uses
+	nextWake    time.Time          // when the pump re-reads the state
+	wd          int                // inotify watch descriptor; -1 if none
+	noWatch     bool               // no inotify for this file: poll
+	bell        *doorbell          // this process's doorbell on the name, once it waited
+	noBell      error              // why the doorbell could not be bound (then: poll)
+	bellPrefix  string             // see bellBase
+	ringAll     bool               // ring every live slot once the state lock is free: a repair, or a phantom gone
+	phantoms    int                // phantom holders in the state as read by this step
+	staleBefore uint64             // rings of grants written up to this generation are not used (see deliver)
 
 	// Guarded by b.mu.
 	refs      int
@@ -118,15 +118,14 @@ func (nf *nameFile) begin(ctx context.Context) error {
 	return nil
 }
 
-// end finishes a step begun by begin: it lets the state lock go, then
-// rings the doorbells of the processes whose waiters the step granted.
+// end finishes a step begun by begin.
 func (nf *nameFile) end() {
 	if nf.dirty && !nf.wrote {
 		nf.cache = nil // changed in memory only: forget it
-		nf.rings, nf.ringAll = nf.rings[:0], false
+		nf.ringAll = false
 	}
 	nf.lock.unlock()
-	nf.ringPending()
+	nf.ringAllPending()
 	nf.unlockLocal()
 }
 

@@ -36,19 +36,30 @@ func (nf *nameFile) commit(st *state, now time.Time) error {
 	if len(granted) > 0 {
 		nf.dirty = true
 	}
-	if len(nf.waiting) > 0 && nf.bell == nil && nf.noBell == nil {
+	if len(nf.waiting) > 0 && nf.bell == nil {
 		// Before our waiters are in the file: a grant rings the doorbell.
-		if nf.noBell = nf.openBell(); nf.noBell != nil {
-			nf.b.log.Warn("file: no doorbell; waiters poll", "name", nf.name, "every", nf.b.cfg.Poll, "err", nf.noBell)
+		// If it cannot be bound (its previous owner is still exiting),
+		// waiters poll until a later step binds it.
+		if err := nf.openBell(); err != nil && nf.noBell == nil {
+			nf.b.log.Warn("file: no doorbell; waiters poll", "name", nf.name, "every", nf.b.cfg.Poll, "err", err)
+		}
+		nf.noBell = nil
+		if nf.bell == nil {
+			nf.noBell = errors.New("no doorbell")
 		}
 	}
 	if nf.dirty {
 		if err := nf.write(st); err != nil {
 			return err
 		}
+		// The state is written: ring the other processes whose waiters this
+		// step granted, with their grants. They need not take the state
+		// lock, so this need not wait for its release.
 		for _, i := range granted {
-			if h := &st.Holders[i]; !nf.ours(h.Slot, h.Nonce) && !slices.Contains(nf.rings, h.Slot) {
-				nf.rings = append(nf.rings, h.Slot)
+			if h := &st.Holders[i]; !nf.ours(h.Slot, h.Nonce) {
+				if addr, err := nf.bellAddr(h.Slot); err == nil {
+					nf.b.ring.ring(addr, grantMsg(nf.gen, st, h))
+				}
 			}
 		}
 	}
@@ -58,28 +69,21 @@ func (nf *nameFile) commit(st *state, now time.Time) error {
 	return nil
 }
 
-// ringPending rings the doorbells queued by the step that just ended.
-// Called under lk, after the state lock is let go: the woken process reads
-// the state at once.
-func (nf *nameFile) ringPending() {
-	if nf.ringAll {
-		nf.ringAll = false
-		live, err := liveSlots(nf.rc)
-		if err != nil {
-			live = nil // their Recheck covers them
-		}
-		for _, s := range live {
-			if int64(s) != nf.slot && !slices.Contains(nf.rings, s) {
-				nf.rings = append(nf.rings, s)
-			}
+// ringAllPending rings every other live process on the name after a step
+// that repaired the state or removed a phantom holder: they must
+// re-register what they hold and wait for, or may now be granted. Called
+// under lk, after the state lock is let go: the woken read the state.
+func (nf *nameFile) ringAllPending() {
+	if !nf.ringAll {
+		return
+	}
+	nf.ringAll = false
+	live, _ := liveSlots(nf.rc) // on error, their Recheck covers them
+	for _, s := range live {
+		if addr, err := nf.bellAddr(s); err == nil && int64(s) != nf.slot {
+			nf.b.ring.ring(addr, readAgain)
 		}
 	}
-	for _, s := range nf.rings {
-		if addr, err := nf.bellAddr(s); err == nil {
-			nf.b.ring.ring(addr)
-		}
-	}
-	nf.rings = nf.rings[:0]
 }
 
 // dispatch delivers the grants of our waiters found among the holders,
@@ -94,14 +98,23 @@ func (nf *nameFile) dispatch(st *state) {
 		if w == nil || !nf.ours(h.Slot, h.Nonce) {
 			continue
 		}
-		delete(nf.waiting, h.ID)
-		nf.leases[h.ID] = lease{rec: *h, limit: st.Limit}
-		g := st.grantOf(h)
-		// The grant happened no earlier than since+Waited: the core's
-		// local deadline counts from there.
-		g.Waited = min(max(time.Duration(h.Acquired-w.since), 0), time.Since(w.start))
-		w.ch <- result{g: g}
+		nf.grantLocal(w, h, st.Name, st.Limit)
 	}
+}
+
+// grantLocal hands waiter w its grant h (of name, with limit), found in
+// the state or brought by a ring. Called under lk.
+func (nf *nameFile) grantLocal(w *waiter, h *holderRec, name string, limit int64) {
+	delete(nf.waiting, h.ID)
+	nf.leases[h.ID] = lease{rec: *h, limit: limit}
+	g := sema.Grant{
+		Name: name, ID: h.ID, Token: h.Token, Owner: h.Owner, Weight: h.Weight, Limit: limit,
+		AcquiredAt: unixTime(h.Acquired), ExpiresAt: unixTime(h.Expires),
+	}
+	// The grant happened no earlier than since+Waited: the core's local
+	// deadline counts from there.
+	g.Waited = min(max(time.Duration(h.Acquired-w.since), 0), time.Since(w.start))
+	w.ch <- result{g: g}
 }
 
 // fail ends a waiter with err; its entry goes at the next step.
@@ -225,6 +238,9 @@ func (nf *nameFile) requeueLost(st *state) {
 		if st.holder(w.req.ID) < 0 && st.waiter(w.req.ID) < 0 {
 			ws = append(ws, w)
 		}
+	}
+	if len(ws) > 0 {
+		nf.staleBefore = nf.gen // a ring may still bring the grant they lost: not to be used
 	}
 	slices.SortFunc(ws, func(a, b *waiter) int { return a.start.Compare(b.start) })
 	for _, w := range ws {

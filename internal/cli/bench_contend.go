@@ -32,6 +32,12 @@ starting to unlock to the next holder, when that is another process:
 p50, p99), and the share of acquisitions that went to the process that
 made the previous increment.
 
+Then, unless --handoffs is 0, the hand-off with one waiter: two processes,
+each keeping the lock 1 ms after its increment and keeping away from it
+1 ms after releasing it, so that every acquisition is a hand-off to a
+process already waiting; it prints the latency from the holder starting to
+unlock to the other process holding the lock (p50, p90, p99).
+
 Then, unless --cli-loops is 0, the shell's view: --cli-loops concurrent
 shell loops each run --cli-runs times "sema run NAME -- sh -c INCREMENT",
 against "flock FILE sh -c INCREMENT" (flock(1), if installed), in
@@ -48,6 +54,7 @@ func parseContendArgs(args []string, w io.Writer) (o lockbench.ContendOptions, c
 	locks := fs.String("locks", "sema,flock", "`which` locks to measure: sema, flock")
 	fs.StringVar(&o.Backend, "backend", "", "sema backend `URL` (default: file:// in a directory under --dir; $SEMA_BACKEND is not used)")
 	fs.StringVar(&o.Dir, "dir", "", "working `directory` for the counter (and default lock) files (default: a temporary one, removed at the end)")
+	fs.IntVar(&o.Relay, "handoffs", 400, "increments per round (`N`) of the hand-off measure with one waiter; 0: skip it")
 	fs.IntVar(&cli.Loops, "cli-loops", 50, "concurrent shell `loops` of sema run and flock(1); 0: skip the shell loops")
 	fs.IntVar(&cli.Runs, "cli-runs", 10, "`runs` per shell loop")
 	if err := parseFlagsErr(fs, args); err != nil {
@@ -71,6 +78,8 @@ func parseContendArgs(args []string, w io.Writer) (o lockbench.ContendOptions, c
 		return o, cli, false, usageError("--increments %d: want 1 to 10000000", o.Increments)
 	case o.Rounds < 1 || o.Rounds > 1000:
 		return o, cli, false, usageError("--rounds %d: want 1 to 1000", o.Rounds)
+	case o.Relay < 0 || o.Relay > 1_000_000:
+		return o, cli, false, usageError("--handoffs %d: want 0 to 1000000", o.Relay)
 	case cli.Loops < 0 || cli.Loops > 1000:
 		return o, cli, false, usageError("--cli-loops %d: want 0 to 1000", cli.Loops)
 	case cli.Runs < 1 || cli.Runs > 100000:

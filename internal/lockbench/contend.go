@@ -31,8 +31,17 @@ type ContendOptions struct {
 	// counter file under the sema name or a flock(2) on counter+".lock".
 	// Contend sets its standard input and output.
 	Spawn func(id int, counter, name string) *exec.Cmd
+	// Relay is the number of increments per round of the hand-off
+	// measure: two processes, each keeping the lock relayPace after its
+	// increment and waiting relayPace after releasing it, so that every
+	// acquisition is a hand-off to a process already waiting. 0: skip.
+	Relay int
 	CLI   *CLILoop // nil: no shell-loop comparison
 }
+
+// relayPace is how long a holder keeps the lock, then keeps away from it,
+// in the hand-off measure.
+const relayPace = time.Millisecond
 
 // ErrLostUpdates: the counter does not show every increment made under
 // the lock.
@@ -54,7 +63,7 @@ func Contend(ctx context.Context, o ContendOptions, out, progress io.Writer) err
 	fmt.Fprintf(out, "load average before: %s\n", LoadAvg())
 	res := map[string]*contendResult{}
 	for _, p := range o.Procs {
-		rs, err := contendRounds(ctx, o, p, progress)
+		rs, err := contendRounds(ctx, o, p, o.Increments, 0, progress)
 		if err != nil {
 			return fmt.Errorf("P=%d: %w", p, err)
 		}
@@ -63,6 +72,13 @@ func Contend(ctx context.Context, o ContendOptions, out, progress io.Writer) err
 		}
 	}
 	printContendTable(out, o, res)
+	if o.Relay > 0 {
+		rs, err := contendRounds(ctx, o, 2, o.Relay, relayPace, progress)
+		if err != nil {
+			return fmt.Errorf("hand-off: %w", err)
+		}
+		printRelay(out, o, rs)
+	}
 	if o.CLI != nil {
 		if err := o.CLI.run(ctx, o.Dir, o.Rounds, out, progress); err != nil {
 			return fmt.Errorf("shell loops: %w", err)
@@ -72,9 +88,10 @@ func Contend(ctx context.Context, o ContendOptions, out, progress io.Writer) err
 	return nil
 }
 
-// contendRounds starts p workers and runs o.Rounds rounds of every lock.
-func contendRounds(ctx context.Context, o ContendOptions, p int, progress io.Writer) (_ []*contendResult, err error) {
-	path := filepath.Join(o.Dir, fmt.Sprintf("counter-%d", p))
+// contendRounds starts p workers and runs o.Rounds rounds of every lock,
+// n increments each, at pace (see Worker).
+func contendRounds(ctx context.Context, o ContendOptions, p, n int, pace time.Duration, progress io.Writer) (_ []*contendResult, err error) {
+	path := filepath.Join(o.Dir, fmt.Sprintf("counter-%d-%d", p, pace))
 	if err := counter(path).write(0, -1); err != nil {
 		return nil, err
 	}
@@ -116,11 +133,11 @@ func contendRounds(ctx context.Context, o ContendOptions, p int, progress io.Wri
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			d, err := contendRound(ws, o.Locks[i], o.Increments, out[i])
+			d, err := contendRound(ws, o.Locks[i], n, pace, out[i])
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", o.Locks[i], err)
 			}
-			want += int64(o.Increments)
+			want += int64(n)
 			got, err := readCounter(path)
 			if err != nil {
 				return nil, err
@@ -129,22 +146,22 @@ func contendRounds(ctx context.Context, o ContendOptions, p int, progress io.Wri
 				return nil, fmt.Errorf("%s: %w: the counter reads %d, %d increments were made: the lock did not exclude",
 					o.Locks[i], ErrLostUpdates, got, want)
 			}
-			fmt.Fprintf(progress, "  P=%-3d %-5s round %d: %d increments in %v, counter exact\n", p, o.Locks[i], r+1, o.Increments, d.Round(time.Millisecond))
+			fmt.Fprintf(progress, "  P=%-3d %-5s round %d: %d increments in %v, counter exact\n", p, o.Locks[i], r+1, n, d.Round(time.Millisecond))
 		}
 	}
 	return out, nil
 }
 
-// contendRound has the workers share n increments under lock and adds
-// what they measured to res.
-func contendRound(ws []*worker, lock string, n int, res *contendResult) (time.Duration, error) {
+// contendRound has the workers share n increments under lock at pace and
+// adds what they measured to res.
+func contendRound(ws []*worker, lock string, n int, pace time.Duration, res *contendResult) (time.Duration, error) {
 	start := time.Now()
 	for i, w := range ws {
 		k := n / len(ws)
 		if i < n%len(ws) {
 			k++
 		}
-		if _, err := fmt.Fprintf(w.in, "%s %d\n", lock, k); err != nil {
+		if _, err := fmt.Fprintf(w.in, "%s %d %d\n", lock, k, pace.Microseconds()); err != nil {
 			return 0, err
 		}
 	}
@@ -236,6 +253,18 @@ func printContendTable(w io.Writer, o ContendOptions, res map[string]*contendRes
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "(by last holder: acquisitions by the process that made the previous increment; the count is checked after every round)")
+}
+
+func printRelay(w io.Writer, o ContendOptions, rs []*contendResult) {
+	fmt.Fprintf(w, "\nhand-off with one waiter (2 processes; each holder keeps the lock %v, then keeps away %v): release → next holder\n", relayPace, relayPace)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "lock\tp50\tp90\tp99\thand-offs\t")
+	for i, lk := range o.Locks {
+		r := rs[i]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t\n", lk, fmtDur(quantile(r.handoffs, 0.5)), fmtDur(quantile(r.handoffs, 0.9)),
+			fmtDur(quantile(r.handoffs, 0.99)), len(r.handoffs))
+	}
+	tw.Flush()
 }
 
 // quantile returns the q-quantile (nearest rank) of ds, sorting ds.

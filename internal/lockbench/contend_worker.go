@@ -2,8 +2,8 @@ package lockbench
 
 import (
 	"bufio"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,9 +16,12 @@ import (
 )
 
 // A contend worker is one OS process of the contend scenario. It opens its
-// locks once, says "ready", then for each line "LOCK K" on its input makes K
-// increments of the counter file under LOCK and answers with one JSON line
-// (a workerReport). It exits at the end of its input.
+// locks once, says "ready", then for each line "LOCK K PACE" on its input
+// makes K increments of the counter file under LOCK and answers with one
+// JSON line (a workerReport). A PACE of N > 0 microseconds makes each
+// holder keep the lock N µs after its increment, and wait N µs after
+// releasing it: with two workers, every acquisition is then a hand-off to
+// a process that was already waiting. It exits at the end of its input.
 
 // WorkerArgs tell a worker process what to open.
 type WorkerArgs struct {
@@ -114,13 +117,14 @@ func Worker(ctx context.Context, a WorkerArgs, in io.Reader, out io.Writer) erro
 	fmt.Fprintln(out, "ready")
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
-		kind, k, _ := strings.Cut(sc.Text(), " ")
-		n, err := strconv.Atoi(k)
+		var kind string
+		var n, pace int
+		_, err := fmt.Sscanf(sc.Text(), "%s %d %d", &kind, &n, &pace)
 		l := lockers[kind]
-		if err != nil || l == nil || n < 0 {
+		if err != nil || l == nil || n < 0 || pace < 0 {
 			return fmt.Errorf("worker: bad command %q", sc.Text())
 		}
-		r := increments(ctx, counter(a.Counter), releaseClock{rf}, a.ID, l, n)
+		r := increments(ctx, counter(a.Counter), releaseClock{rf}, a.ID, l, n, time.Duration(pace)*time.Microsecond)
 		if err := json.NewEncoder(out).Encode(r); err != nil {
 			return err
 		}
@@ -128,8 +132,9 @@ func Worker(ctx context.Context, a WorkerArgs, in io.Reader, out io.Writer) erro
 	return sc.Err()
 }
 
-// increments makes n increments under l.
-func increments(ctx context.Context, c counter, rc releaseClock, id int, l locker, n int) workerReport {
+// increments makes n increments under l, each followed by pace with the
+// lock held and pace without.
+func increments(ctx context.Context, c counter, rc releaseClock, id int, l locker, n int, pace time.Duration) workerReport {
 	r := workerReport{Waits: make([]int64, 0, n)}
 	for range n {
 		start := time.Now()
@@ -147,6 +152,9 @@ func increments(ctx context.Context, c counter, rc releaseClock, id int, l locke
 		if err == nil {
 			err = c.write(count+1, id)
 		}
+		if pace > 0 {
+			time.Sleep(pace)
+		}
 		if err == nil {
 			err = rc.mark()
 		}
@@ -156,6 +164,9 @@ func increments(ctx context.Context, c counter, rc releaseClock, id int, l locke
 		if err != nil {
 			r.Err = err.Error()
 			return r
+		}
+		if pace > 0 {
+			time.Sleep(pace)
 		}
 		r.Waits = append(r.Waits, int64(got.Sub(start)))
 		if last == id {
