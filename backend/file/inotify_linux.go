@@ -127,31 +127,24 @@ func (nf *nameFile) hasForeign(st *state) bool {
 	return false
 }
 
-// watchIfNeeded keeps an inotify watch on the file while we wait and other
+// watchIfNeeded puts an inotify watch on the file once we wait and other
 // processes take part: the kernel closes a process's files when it dies,
 // which raises IN_CLOSE_WRITE. It runs under the state lock, so no death
-// can slip in between the check and the watch.
+// can slip in between the check and the watch. The watch stays until the
+// file is closed (detachIfIdle): a name waited for once is likely waited
+// for again, and a close while nobody here waits costs one look at the
+// liveness of a few processes.
 func (nf *nameFile) watchIfNeeded(st *state) {
-	need := len(nf.waiting) > 0 && nf.hasForeign(st)
-	switch {
-	case need && nf.wd < 0 && !nf.noWatch:
-		wd, err := nf.b.addWatch(nf)
-		if err != nil {
-			nf.noWatch = true
-			nf.b.log.Warn("file: no inotify watch; waiters poll", "name", nf.name, "every", nf.b.cfg.Poll, "err", err)
-			return
-		}
-		nf.wd = wd
-	case !need && nf.wd >= 0:
-		nf.unwatch()
+	if nf.wd >= 0 || nf.noWatch || len(nf.waiting) == 0 || !nf.hasForeign(st) {
+		return
 	}
-}
-
-func (nf *nameFile) unwatch() {
-	if nf.wd >= 0 {
-		nf.b.removeWatch(nf.wd)
-		nf.wd = -1
+	wd, err := nf.b.addWatch(nf)
+	if err != nil {
+		nf.noWatch = true
+		nf.b.log.Warn("file: no inotify watch; waiters poll", "name", nf.name, "every", nf.b.cfg.Poll, "err", err)
+		return
 	}
+	nf.wd = wd
 }
 
 // aheadAlive reports whether every process this backend's waiters wait

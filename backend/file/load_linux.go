@@ -19,7 +19,7 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 			return nil, err
 		}
 	}
-	snap, buf, err := readState(nf.rd, nf.name, nf.cache, nf.cacheHdr, nf.rbuf)
+	snap, buf, err := readState(nf.rd, nf.name, nf.cache, nf.cacheHdr, nf.rbuf, nf.strs)
 	nf.rbuf = buf
 	if err != nil {
 		return nil, nf.ioErr("read", err)
@@ -75,9 +75,6 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 	}
 	if st.reapExpired(now.UnixNano()) {
 		nf.dirty = true
-	}
-	if err := nf.reapDead(st); err != nil {
-		return nil, err
 	}
 	return st, nil
 }
@@ -162,30 +159,4 @@ func (nf *nameFile) dropOrphans(st *state) {
 		nf.dirty = true
 	}
 	nf.orphans = false
-}
-
-// reapDead drops the entries of processes whose liveness slot is unlocked.
-func (nf *nameFile) reapDead(st *state) error {
-	var slots []uint32
-	add := func(slot uint32) {
-		if int64(slot) != nf.slot && !slices.Contains(slots, slot) {
-			slots = append(slots, slot)
-		}
-	}
-	for i := range st.Holders {
-		add(st.Holders[i].Slot)
-	}
-	for i := range st.Waiters {
-		add(st.Waiters[i].Slot)
-	}
-	for _, slot := range slots {
-		alive, err := slotAlive(nf.rc, slot)
-		if err != nil {
-			return nf.ioErr("check liveness", err)
-		}
-		if !alive && st.dropSlot(slot) {
-			nf.dirty = true
-		}
-	}
-	return nil
 }

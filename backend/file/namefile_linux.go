@@ -27,6 +27,7 @@ type nameFile struct {
 	died chan struct{} // wakes the pump: a process closed the file, maybe dying
 	lock *stateLock    // the state lock; used under lk
 	rd   *preader      // reads the state; used under lk
+	strs *interner     // strings of the record last read; used under lk
 	drop func(bool)    // nf.abandon, bound once
 
 	// Guarded by lk.
@@ -52,6 +53,8 @@ type nameFile struct {
 	bellPrefix  string             // see bellBase
 	ringAll     bool               // ring every live slot once the state lock is free: a repair, or a phantom gone
 	phantoms    int                // phantom holders in the state as read by this step
+	lives       []slotLife         // liveness found by this step (see alive)
+	reapAll     bool               // drop every dead entry at the next step: a death was seen
 	staleBefore uint64             // rings of grants written up to this generation are not used (see deliver)
 
 	// Guarded by b.mu.
@@ -73,7 +76,7 @@ func newNameFile(b *Backend, name string, f *os.File) (*nameFile, error) {
 	}
 	nf := &nameFile{
 		b: b, name: name, path: f.Name(), f: f, rc: rc,
-		lk: make(chan struct{}, 1), kick: make(chan struct{}, 1), died: make(chan struct{}, 1), lock: newStateLock(rc, unix.LOCK_EX), rd: newPreader(rc, f.Name()),
+		lk: make(chan struct{}, 1), kick: make(chan struct{}, 1), died: make(chan struct{}, 1), lock: newStateLock(rc, unix.LOCK_EX), rd: newPreader(rc, f.Name()), strs: newInterner(name),
 		slot: -1, wd: -1,
 		leases: make(map[string]lease), waiting: make(map[string]*waiter),
 	}
@@ -115,6 +118,7 @@ func (nf *nameFile) begin(ctx context.Context) error {
 		return nf.ioErr("lock", err)
 	}
 	nf.dirty, nf.wrote = false, false
+	nf.lives = nf.lives[:0]
 	return nil
 }
 

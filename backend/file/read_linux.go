@@ -15,7 +15,8 @@ type snapshot struct {
 }
 
 // firstRead is how much readState reads at once: the header and, for most
-// names, the whole payload.
+// names, the whole payload, so that a record another process changed costs
+// one pread(2), as one that is still cached does.
 const firstRead = 1024
 
 // readState reads and checks the record of a state file. cached (with its
@@ -23,15 +24,12 @@ const firstRead = 1024
 // is the expected name, or "" to accept the one whose file this is. A
 // damaged record gives a snapshot with a nil st; an unknown format version
 // is an error.
-func readState(f *preader, name string, cached *state, cachedHdr header, buf []byte) (snapshot, []byte, error) {
+func readState(f *preader, name string, cached *state, cachedHdr header, buf []byte, in *interner) (snapshot, []byte, error) {
 	var snap snapshot
 	if cap(buf) < firstRead {
 		buf = make([]byte, firstRead)
 	}
-	buf = buf[:firstRead]
-	if cached != nil {
-		buf = buf[:headerSize] // enough to tell whether the cache holds
-	}
+	buf = buf[:cap(buf)] // the header and the whole record, if no larger than the last one: one pread
 	n, err := f.readAt(buf, 0)
 	if err != nil {
 		return snap, buf, err
@@ -63,7 +61,7 @@ func readState(f *preader, name string, cached *state, cachedHdr header, buf []b
 			return snap, buf, nil // truncated: damaged
 		}
 	}
-	_, st, err := decodeRecord(buf[:n])
+	_, st, err := decodeRecord(buf[:n], in)
 	if err != nil || name != "" && st.Name != name || name == "" && !sameFile(f.path, st.Name) {
 		return snap, buf, nil
 	}

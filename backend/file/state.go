@@ -144,26 +144,6 @@ func (s *state) dropSlot(slot uint32) bool {
 	return n != len(s.Holders)+len(s.Waiters)
 }
 
-// grantQueue grants queued requests in order while the head fits: a later,
-// smaller request never overtakes an earlier one. It returns the new
-// holders' indices in s.Holders.
-func (s *state) grantQueue(now int64) []int {
-	var granted []int
-	for len(s.Waiters) > 0 && s.fits(s.Waiters[0].Weight) {
-		w := s.Waiters[0]
-		s.Waiters = s.Waiters[1:]
-		s.Holders = append(s.Holders, holderRec{
-			ID: w.ID, Owner: w.Owner, Host: w.Host, PID: w.PID, Token: s.nextToken(), Weight: w.Weight,
-			Acquired: now, Renewed: now, Expires: now + w.TTL, Slot: w.Slot, Nonce: w.Nonce,
-		})
-		granted = append(granted, len(s.Holders)-1)
-	}
-	if len(s.Waiters) == 0 {
-		s.Waiters = nil
-	}
-	return granted
-}
-
 // revoke remembers a force-released lease until it would have expired.
 func (s *state) revoke(id string, until int64) {
 	s.Revoked = append(s.Revoked, revokedRec{ID: id, Until: until})

@@ -32,10 +32,7 @@ const cleanupTimeout = 5 * time.Second
 // the event sources (doorbell, inotify watch, pump timer) in line with the
 // queue.
 func (nf *nameFile) commit(st *state, now time.Time) error {
-	granted := st.grantQueue(now.UnixNano())
-	if len(granted) > 0 {
-		nf.dirty = true
-	}
+	granted := nf.grantQueue(st, now.UnixNano())
 	if len(nf.waiting) > 0 && nf.bell == nil {
 		// Before our waiters are in the file: a grant rings the doorbell.
 		// If it cannot be bound (its previous owner is still exiting),
@@ -55,8 +52,8 @@ func (nf *nameFile) commit(st *state, now time.Time) error {
 		// The state is written: ring the other processes whose waiters this
 		// step granted, with their grants. They need not take the state
 		// lock, so this need not wait for its release.
-		for _, i := range granted {
-			if h := &st.Holders[i]; !nf.ours(h.Slot, h.Nonce) {
+		for _, id := range granted {
+			if h := &st.Holders[st.holder(id)]; !nf.ours(h.Slot, h.Nonce) {
 				if addr, err := nf.bellAddr(h.Slot); err == nil {
 					nf.b.ring.ring(addr, grantMsg(nf.gen, st, h))
 				}
@@ -184,6 +181,10 @@ func (nf *nameFile) pump(d time.Duration) {
 			if nf.aheadAlive() {
 				continue
 			}
+			if nf.lockLocal(context.Background()) == nil {
+				nf.reapAll = true
+				nf.unlockLocal()
+			}
 		case <-nf.b.done:
 			return
 		}
@@ -203,12 +204,15 @@ func (nf *nameFile) process() (time.Time, bool) {
 	defer nf.end()
 	if len(nf.waiting) == 0 {
 		nf.pumping = false
-		nf.unwatch()
 		return time.Time{}, false
 	}
 	now := time.Now()
 	st, err := nf.load(now)
 	if err == nil {
+		if nf.reapAll {
+			nf.reapAll = false
+			nf.reapDead(st)
+		}
 		nf.requeueLost(st)
 		nf.inPump = true
 		err = nf.commit(st, now)
@@ -223,7 +227,6 @@ func (nf *nameFile) process() (time.Time, bool) {
 	}
 	if len(nf.waiting) == 0 {
 		nf.pumping = false
-		nf.unwatch()
 		return time.Time{}, false
 	}
 	return nf.nextWake, true
