@@ -27,6 +27,7 @@ type Backend struct {
 	sweepMu  sync.Mutex   // held by a sweep until its files are closed; before mu
 	slotHint atomic.Int64 // the liveness slot last taken (see takeSlot)
 	ring     ringer       // rings other processes' doorbells
+	wakes    atomic.Int64 // wake-ups by another process: rings and close events received, for tests
 
 	mu      sync.Mutex
 	names   map[string]*nameFile

@@ -107,6 +107,7 @@ func (nf *nameFile) listen(rc syscall.RawConn) {
 				}
 				return err != unix.EAGAIN // wait for the next ring, or stop
 			}
+			nf.b.wakes.Add(1)
 			if fromUser(oob[:oobn], uid) && !nf.deliver(buf[:n]) {
 				poke = true
 			}

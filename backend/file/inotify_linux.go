@@ -54,6 +54,7 @@ func (w *watcher) loop() {
 					nf.poke()
 				}
 			} else if nf := w.byWD[wd]; nf != nil {
+				nf.b.wakes.Add(1)
 				nf.closed()
 			}
 		}
