@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -32,7 +33,10 @@ const (
 	maxPayload    = 1<<20 - headerSize
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is made on first use: building its tables costs more than
+// starting a small process, and most runs of the sema command that link
+// this package never read a state file.
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // errCorrupt marks a record that fails validation.
 var errCorrupt = errors.New("corrupt record")
@@ -89,7 +93,8 @@ func allZero(b []byte) bool {
 
 // checksum is the CRC of a record: header bytes 4..20, then the payload.
 func checksum(hdr, payload []byte) uint32 {
-	return crc32.Update(crc32.Checksum(hdr[4:20], castagnoli), castagnoli, payload)
+	t := castagnoli()
+	return crc32.Update(crc32.Checksum(hdr[4:20], t), t, payload)
 }
 
 // appendRecord appends the record of st with generation gen to buf.

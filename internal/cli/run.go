@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/supervise"
@@ -36,7 +37,14 @@ var runCmd = &command{
 				return ExitBackend
 			}
 		}
-		return supervise.Front(supervise.Stdio{In: env.Stdin, Out: env.Stdout, Err: env.Stderr}, rawURL, args)
+		in, ok1 := env.Stdin.(*os.File)
+		out, ok2 := env.Stdout.(*os.File)
+		errf, ok3 := env.Stderr.(*os.File)
+		if !ok1 || !ok2 || !ok3 {
+			fmt.Fprintln(env.Stderr, "sema run: standard input and outputs must be files, for the command to inherit them")
+			return ExitInternal
+		}
+		return supervise.Front(supervise.Stdio{In: in, Out: out, Err: errf}, rawURL, args)
 	},
 }
 
@@ -65,8 +73,21 @@ var superviseCmd = &command{
 		open := func(ctx context.Context, msgs io.Writer, log *slog.Logger) (*sema.Client, int) {
 			return openClient(ctx, &Env{Stderr: msgs, Getenv: env.Getenv}, cfg.backend, sema.WithLogger(log))
 		}
-		return supervise.Supervise(cfg.supervise(), *fg, open)
+		sc := cfg.supervise()
+		sc.User = loginName(env.Getenv)
+		return supervise.Supervise(sc, *fg, open)
 	},
+}
+
+// loginName is the user's login name as the environment gives it (login,
+// cron and sshd set $LOGNAME and $USER), else the user ID.
+func loginName(getenv func(string) string) string {
+	for _, k := range []string{"LOGNAME", "USER"} {
+		if v := getenv(k); v != "" {
+			return v
+		}
+	}
+	return "uid" + strconv.Itoa(os.Getuid())
 }
 
 // supervise is the run as the supervisor needs it.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -141,12 +140,8 @@ func (s *supervisor) owner() string {
 	if s.cfg.Owner != "" {
 		return s.cfg.Owner
 	}
-	name := "?"
-	if u, err := user.Current(); err == nil {
-		name = u.Username
-	}
 	host, _ := os.Hostname()
-	o := fmt.Sprintf("%s@%s:%d %s", name, host, os.Getpid(), filepath.Base(s.cfg.Cmd[0]))
+	o := fmt.Sprintf("%s@%s:%d %s", s.cfg.User, host, os.Getpid(), filepath.Base(s.cfg.Cmd[0]))
 	o = human.Line(strings.ToValidUTF8(o, "?"))
 	for len(o) > sema.MaxOwnerLen {
 		o = strings.ToValidUTF8(o[:sema.MaxOwnerLen], "")

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -48,13 +47,10 @@ func Front(env Stdio, backendURL string, runArgs []string) int {
 	// learned the job's process group.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	fg := shouldTakeTerminal()
-	sargs := append([]string{Command, "-fg=" + strconv.FormatBool(fg), "-backend", backendURL, "--"}, runArgs...)
-	cmd := exec.Command(self, sargs...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.In, env.Out, env.Err
-	cmd.ExtraFiles = []*os.File{ctlR, stW} // fds 3 and 4
+	argv := append([]string{self, Command, "-fg=" + strconv.FormatBool(fg), "-backend", backendURL, "--"}, runArgs...)
 	// A group of its own: killing sema run's group leaves it alive to clean up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
+	pid, err := startProcess(self, argv, os.Environ(), []*os.File{env.In, env.Out, env.Err, ctlR, stW}, // ctl and status: fds 3 and 4
+		&syscall.SysProcAttr{Setpgid: true})
 	ctlR.Close()
 	stW.Close()
 	if err != nil {
@@ -69,10 +65,11 @@ func Front(env Stdio, backendURL string, runArgs []string) int {
 			lines <- sc.Text()
 		}
 	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	waited := make(chan syscall.WaitStatus, 1)
+	go func() { waited <- reap(pid) }()
 
 	f := &front{env: env, ctl: ctlW, fg: fg, code: -1}
+	var ws syscall.WaitStatus
 	for running := true; running; {
 		select {
 		case sig := <-sigs:
@@ -85,7 +82,7 @@ func Front(env Stdio, backendURL string, runArgs []string) int {
 				continue
 			}
 			f.handle(line)
-		case err = <-waited:
+		case ws = <-waited:
 			running = false
 		}
 	}
@@ -101,7 +98,7 @@ func Front(env Stdio, backendURL string, runArgs []string) int {
 		return f.code
 	}
 	// The supervisor died without finishing: its lease is gone or going.
-	fmt.Fprintf(env.Err, "sema run: the supervisor died (%v)\n", err)
+	fmt.Fprintf(env.Err, "sema run: the supervisor died (%s)\n", describe(ws))
 	killOrphans(f.pgid)
 	fmt.Fprintln(env.Err, "sema run: the job was killed")
 	return ExitLeaseLost

@@ -27,14 +27,6 @@ type supervisor struct {
 	sigs      chan os.Signal // sent to the supervisor itself
 }
 
-// lockFiler is implemented by backends whose leases are kernel locks on open
-// files (file://). The job inherits these files, so the kernel keeps the
-// permits taken while any process of the job lives — even if sema run and
-// its supervisor are both killed.
-type lockFiler interface {
-	LeaseFiles(name, id string) ([]*os.File, error)
-}
-
 func (s *supervisor) run(ctl *os.File) int {
 	s.cmds, s.frontGone = make(chan byte, 16), make(chan struct{})
 	go func() {
@@ -81,19 +73,10 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 		}
 		return ExitCannotExec
 	}
-	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
-	if lf, ok := c.Backend().(lockFiler); ok {
-		if extra, err := lf.LeaseFiles(l.Name(), l.ID()); err == nil {
-			files = append(files, extra...)
-		}
-	}
 	// Pdeathsig is tied to the forking thread: keep this goroutine on it.
 	runtime.LockOSThread()
-	p, err := os.StartProcess(path, s.cfg.Cmd, &os.ProcAttr{
-		Env:   jobEnv(os.Environ(), l),
-		Files: files,
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Foreground: s.fg, Ctty: 0},
-	})
+	pgid, err := startProcess(path, s.cfg.Cmd, jobEnv(os.Environ(), l), []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		&syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Foreground: s.fg, Ctty: 0})
 	if err != nil {
 		s.out.msg("%s", err)
 		if errors.Is(err, syscall.ENOENT) {
@@ -101,7 +84,6 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 		}
 		return ExitCannotExec
 	}
-	pgid := p.Pid
 	if d, err := time.ParseDuration(os.Getenv("SEMA_TEST_PGID_DELAY")); err == nil {
 		time.Sleep(d) // tests: widen the window in which sema run does not know the group
 	}
@@ -133,6 +115,7 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 			killC = killT.C
 		}
 	)
+loop:
 	for {
 		select {
 		case b := <-s.cmds:
@@ -163,6 +146,8 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 			ended = &ev
 			if groupAlive(pgid) {
 				stopping("") // leftovers of the group die with the job
+			} else {
+				break loop // the common case: nothing left to wait for
 			}
 		case <-killC:
 			killGroup(pgid, syscall.SIGKILL)
@@ -172,7 +157,7 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 		}
 		if ended != nil && pollC == nil {
 			if !groupAlive(pgid) {
-				break
+				break loop
 			}
 			pollC = time.After(poll)
 			poll = min(2*poll, 50*time.Millisecond)
@@ -255,16 +240,7 @@ func finish(pid int, ev jobEvent) syscall.WaitStatus {
 	if ev.ws != nil {
 		return *ev.ws
 	}
-	var ws syscall.WaitStatus
-	for {
-		_, err := syscall.Wait4(pid, &ws, 0, nil)
-		if !errors.Is(err, syscall.EINTR) {
-			if err != nil {
-				return syscall.WaitStatus(0xff << 8) // exit 255: cannot happen for our own child
-			}
-			return ws
-		}
-	}
+	return reap(pid)
 }
 
 // exitStatus is the shell's view of a wait status: the exit code, or

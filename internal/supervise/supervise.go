@@ -24,7 +24,8 @@ type Config struct {
 	Weight  int64
 	TTL     time.Duration
 	Wait    time.Duration // how long to wait for the permits; < 0: forever, 0: not at all
-	Owner   string        // "" → user@host:pid PROG
+	Owner   string        // "" → USER@host:pid PROG
+	User    string        // the user's login name, for the default owner label
 	MaxHold time.Duration // 0: none
 	Grace   time.Duration // SIGTERM → SIGKILL when the job must die
 	Margin  time.Duration // the lease's safety margin
@@ -33,8 +34,7 @@ type Config struct {
 
 // Stdio is the front's standard input and outputs, which the job inherits.
 type Stdio struct {
-	In       io.Reader
-	Out, Err io.Writer
+	In, Out, Err *os.File
 }
 
 // Opener opens the client the supervisor takes its lease with. It reports

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sema-dev/sema/internal/human"
 )
 
@@ -53,6 +55,9 @@ func Supervise(cfg Config, fg bool, open Opener) int {
 		fmt.Fprintf(os.Stderr, "sema %s: internal command of sema run, not for direct use (%v)\n", Command, err)
 		return ExitUsage
 	}
+	// The job's orphans become the supervisor's children: it sees whether
+	// any process of the job still runs without searching /proc.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	out := newStatusWriter(status)
 	s := &supervisor{cfg: cfg, fg: fg, out: out, open: open}
 	code := s.run(ctl)
