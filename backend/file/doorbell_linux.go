@@ -1,10 +1,11 @@
 package file
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -18,14 +19,14 @@ import (
 // one open file at a time, so the address names one live process and
 // needs no entry of its own in the state. A step that grants a waiter of
 // another process rings the doorbell of that waiter's slot, and only that
-// one. The ring carries the grant as written in the state (see grantMsg),
+// one. The ring carries the grant as written in the state (ring_linux.go),
 // so the woken process hands it to its waiting Acquire without taking the
 // state lock; anything else it cannot use makes it read the state. The
 // kernel frees the address when the process dies.
 //
-// Datagrams from another user (except root) are dropped: they could only
-// cause extra reads, but a local user must not be able to keep a waiter
-// busy.
+// Datagrams from another user (except root) are dropped unread: only a
+// process that can write the state file may hand grants over, and no
+// other user may keep a waiter busy.
 type doorbell struct {
 	f *os.File
 }
@@ -92,28 +93,41 @@ func (nf *nameFile) openBell() error {
 // carry to the waiters, and wakes the pump for any other ring.
 func (nf *nameFile) listen(rc syscall.RawConn) {
 	uid := uint32(os.Getuid())
-	buf := make([]byte, maxGrantMsg+1)
+	buf := make([]byte, maxRing)
 	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
 	rc.Read(func(fd uintptr) bool {
-		poke := false
+		poke, n := false, 0
 		for {
-			n, oobn, _, _, err := unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
+			m, oobn, _, _, err := unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
 			if err == unix.EINTR {
 				continue
 			}
 			if err != nil {
-				if poke {
+				// A full queue makes the sender's ring fail (it does not
+				// wait): having drained one, read the state.
+				if poke || n >= ringQueue() {
 					nf.poke()
 				}
 				return err != unix.EAGAIN // wait for the next ring, or stop
 			}
+			n++
 			nf.b.wakes.Add(1)
-			if fromUser(oob[:oobn], uid) && !nf.deliver(buf[:n]) {
+			if fromUser(oob[:oobn], uid) && !nf.deliver(buf[:m]) {
 				poke = true
 			}
 		}
 	})
 }
+
+// ringQueue is how many rings a doorbell queues before the next is refused
+// (net.unix.max_dgram_qlen, 10 by default); 1 if unknown.
+var ringQueue = sync.OnceValue(func() int {
+	b, err := os.ReadFile("/proc/sys/net/unix/max_dgram_qlen")
+	if n, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && n > 1 {
+		return n
+	}
+	return 1
+})
 
 // fromUser reports whether a datagram's credentials are uid's or root's.
 func fromUser(oob []byte, uid uint32) bool {
@@ -132,65 +146,6 @@ func (nf *nameFile) closeBell() {
 		nf.bell.f.Close()
 		nf.bell = nil
 	}
-}
-
-// A grant message is the grant of one waiter, as the granting step wrote
-// it into the state: 'G', then the generation of the record written, the
-// nonce of the waiter's open file, its token, weight, limit, acquired and
-// expires times (8 bytes each, little endian), then its lease ID. Any
-// other ring is "read the state".
-const (
-	grantHead   = 1 + 7*8
-	maxGrantMsg = grantHead + 255
-)
-
-// grantMsg encodes the grant of holder h of st, written as generation gen.
-func grantMsg(gen uint64, st *state, h *holderRec) []byte {
-	b := make([]byte, 0, grantHead+len(h.ID))
-	b = append(b, 'G')
-	b = appendU64(b, gen)
-	b = appendU64(b, h.Nonce)
-	b = appendU64(b, h.Token)
-	b = appendI64(b, h.Weight)
-	b = appendI64(b, st.Limit)
-	b = appendI64(b, h.Acquired)
-	b = appendI64(b, h.Expires)
-	return append(b, h.ID...)
-}
-
-// deliver hands the grant in msg to the waiter it names and reports
-// whether it did. A grant for a waiter that is gone (served by a step of
-// its own, or given up: its step gives the permits back) counts as
-// delivered; anything else is not, and the pump reads the state.
-func (nf *nameFile) deliver(msg []byte) bool {
-	if len(msg) <= grantHead || len(msg) > maxGrantMsg || msg[0] != 'G' {
-		return false
-	}
-	r := reader{b: msg[1:]}
-	gen, nonce, token, weight, limit, acquired, expires := r.u64(), r.u64(), r.u64(), r.i64(), r.i64(), r.u64(), r.u64()
-	id := string(r.b)
-	if nf.lockLocal(context.Background()) != nil {
-		return true // closed
-	}
-	defer nf.unlockLocal()
-	if nonce != nf.nonce || gen <= nf.staleBefore {
-		// Not ours, or older than a state in which one of our waiters was
-		// found neither queued nor granted (and queued again): the grant
-		// may be that waiter's lost one.
-		return false
-	}
-	w := nf.waiting[id]
-	if w == nil {
-		return true
-	}
-	if w.req.Weight != weight || w.req.Limit != limit || token == 0 {
-		return false
-	}
-	nf.raceSync()
-	h := holderRec{ID: id, Owner: w.req.Owner, Host: w.req.Host, PID: pid32(w.req.PID), Token: token, Weight: weight,
-		Acquired: int64(acquired), Renewed: int64(acquired), Expires: int64(expires), Slot: uint32(nf.slot), Nonce: nonce}
-	nf.grantLocal(w, &h, nf.name, limit)
-	return true
 }
 
 // ringer sends the rings of one backend, through one unbound socket.
@@ -223,9 +178,6 @@ func (r *ringer) ring(addr *unix.SockaddrUnix, msg []byte) {
 		return true
 	})
 }
-
-// readAgain is the ring that only says "read the state".
-var readAgain = []byte{'W'}
 
 func (r *ringer) close() error {
 	var err error

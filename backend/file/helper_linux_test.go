@@ -144,6 +144,34 @@ func helperMain(role string) error {
 				fmt.Printf("released %d\n", l.Token())
 			}
 		}
+	case "many": // envArg "L N": N goroutines acquire 1 of limit L; report "all N" once all are granted
+		var limit, n int
+		fmt.Sscan(os.Getenv(envArg), &limit, &n)
+		s := c.Semaphore(os.Getenv(envName), int64(limit), sema.WithTTL(ttl))
+		type got struct {
+			l   *sema.Lease
+			err error
+		}
+		ch := make(chan got, n)
+		for range n {
+			go func() {
+				l, err := s.Acquire(ctx)
+				ch <- got{l, err}
+			}()
+		}
+		fmt.Println("started 1")
+		var ls []*sema.Lease
+		for range n { // no release before every grant is in: a step of ours would find them
+			g := <-ch
+			if g.err != nil {
+				return g.err
+			}
+			ls = append(ls, g.l)
+		}
+		fmt.Printf("all %d\n", n)
+		for _, l := range ls {
+			l.Release(context.Background())
+		}
 	case "wait": // acquire once and report when the backend granted it
 		l, err := m.Acquire(ctx)
 		if err != nil {

@@ -49,15 +49,8 @@ func (nf *nameFile) commit(st *state, now time.Time) error {
 		if err := nf.write(st); err != nil {
 			return err
 		}
-		// The state is written: ring the other processes whose waiters this
-		// step granted, with their grants. They need not take the state
-		// lock, so this need not wait for its release.
-		for _, id := range granted {
-			if h := &st.Holders[st.holder(id)]; !nf.ours(h.Slot, h.Nonce) {
-				if addr, err := nf.bellAddr(h.Slot); err == nil {
-					nf.b.ring.ring(addr, grantMsg(nf.gen, st, h))
-				}
-			}
+		if len(granted) > 0 {
+			nf.ringGrants(st, granted)
 		}
 	}
 	nf.dispatch(st)

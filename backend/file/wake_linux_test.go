@@ -129,3 +129,27 @@ func TestKilledWaiterUnblocksTheQueue(t *testing.T) {
 		t.Fatalf("after the queued process died: %+v, %v", st, err)
 	}
 }
+
+// One release granting many waiters of one process hands every grant
+// over (more than a doorbell queues at once), without the one-minute
+// re-check.
+func TestOneReleaseGrantsManyWaitersOfAProcess(t *testing.T) {
+	const n = 40
+	dir := t.TempDir()
+	c := sema.New(open(t, dir))
+	defer c.Close()
+	l, err := c.Semaphore("many", n).Acquire(ctx(t, 5*time.Second), sema.WithWeight(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startHelper(t, "many", envDir+"="+dir, envName+"=many", envArg+"="+strconv.Itoa(n)+" "+strconv.Itoa(n))
+	h.expect("started", 10*time.Second)
+	waitQueued(t, dir, "many", n)
+	if err := l.Release(ctx(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("all", 10*time.Second)
+	if err := h.wait(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
