@@ -31,31 +31,30 @@ type nameFile struct {
 	drop func(bool)    // nf.abandon, bound once
 
 	// Guarded by lk.
-	slot        int64  // liveness slot held by f; -1 until taken
-	nonce       uint64 // random, tells our entries from a dead previous owner's of the slot
-	gen         uint64 // generation of the record last read or written
-	cache       *state // the state as of gen, when we know it
-	cacheHdr    header
-	dirty       bool               // the state was changed in this step
-	wrote       bool               // and written
-	buf         []byte             // encoding buffer
-	rbuf        []byte             // reading buffer
-	leases      map[string]lease   // leases of this backend, vouched for by slot
-	waiting     map[string]*waiter // Acquire calls of this backend that wait
-	pumping     bool               // the pump goroutine runs
-	inPump      bool               // the pump is in its step
-	orphans     bool               // the file may hold entries of ours nobody uses
-	nextWake    time.Time          // when the pump re-reads the state
-	wd          int                // inotify watch descriptor; -1 if none
-	noWatch     bool               // no inotify for this file: poll
-	bell        *doorbell          // this process's doorbell on the name, once it waited
-	noBell      error              // why the doorbell could not be bound (then: poll)
-	bellPrefix  string             // see bellBase
-	ringAll     bool               // ring every live slot once the state lock is free: a repair, or a phantom gone
-	phantoms    int                // phantom holders in the state as read by this step
-	lives       []slotLife         // liveness found by this step (see alive)
-	reapAll     bool               // drop every dead entry at the next step: a death was seen
-	staleBefore uint64             // rings of grants written up to this generation are not used (see deliver)
+	slot       int64  // liveness slot held by f; -1 until taken
+	nonce      uint64 // random, tells our entries from a dead previous owner's of the slot
+	gen        uint64 // generation of the record last read or written
+	cache      *state // the state as of gen, when we know it
+	cacheHdr   header
+	dirty      bool               // the state was changed in this step
+	wrote      bool               // and written
+	buf        []byte             // encoding buffer
+	rbuf       []byte             // reading buffer
+	leases     map[string]lease   // leases of this backend, vouched for by slot
+	waiting    map[string]*waiter // Acquire calls of this backend that wait
+	pumping    bool               // the pump goroutine runs
+	inPump     bool               // the pump is in its step
+	orphans    bool               // the file may hold entries of ours nobody uses
+	nextWake   time.Time          // when the pump re-reads the state
+	wd         int                // inotify watch descriptor; -1 if none
+	noWatch    bool               // no inotify for this file: poll
+	bell       *doorbell          // this process's doorbell on the name, once it waited
+	noBell     error              // why the doorbell could not be bound (then: poll)
+	bellPrefix string             // see bellBase
+	ringAll    bool               // ring every live slot once the state lock is free: a repair, or a phantom gone
+	phantoms   int                // phantom holders in the state as read by this step
+	lives      []slotLife         // liveness found by this step (see alive)
+	reapAll    bool               // drop every dead entry at the next step: a death was seen
 
 	// Guarded by b.mu.
 	refs      int

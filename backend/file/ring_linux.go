@@ -6,12 +6,12 @@ import "context"
 // carries grants, as the granting step wrote them into the state, for the
 // waiters of one open file:
 //
-//	'G', generation of the record written, nonce of the open file, limit
+//	'G', nonce of the open file, limit,
 //	then per grant: token, weight, acquired, expires, ID length, ID
 //
 // (integers 8 bytes, little endian, but the 1-byte ID length).
 const (
-	ringHead  = 1 + 3*8
+	ringHead  = 1 + 2*8
 	grantSize = 4*8 + 1
 	maxRing   = 1 << 16
 )
@@ -19,9 +19,9 @@ const (
 // readAgain is the ring that only says "read the state".
 var readAgain = []byte{'W'}
 
-// grantRings encodes the grants hs (holders of st written as generation gen,
-// all vouched for by one open file) in as few rings as fit.
-func grantRings(gen uint64, st *state, hs []*holderRec) [][]byte {
+// grantRings encodes the grants hs (holders of st, all vouched for by one
+// open file) in as few rings as fit.
+func grantRings(st *state, hs []*holderRec) [][]byte {
 	var out [][]byte
 	var b []byte
 	for _, h := range hs {
@@ -30,7 +30,6 @@ func grantRings(gen uint64, st *state, hs []*holderRec) [][]byte {
 		}
 		if b == nil {
 			b = append(make([]byte, 0, 256), 'G')
-			b = appendU64(b, gen)
 			b = appendU64(b, h.Nonce)
 			b = appendI64(b, st.Limit)
 		}
@@ -50,20 +49,27 @@ func grantRings(gen uint64, st *state, hs []*holderRec) [][]byte {
 // whether it could use the ring. A grant for a waiter that is gone (served
 // by a step of its own, or given up: its step gives the permits back)
 // counts as delivered. A ring that cannot be used (not a grant, not for
-// this open file, older than a state in which one of our waiters was
-// found neither queued nor granted, or damaged) makes the pump read the
-// state.
+// this open file, for a waiter whose entry was lost, or damaged) makes the
+// pump read the state.
+//
+// A grant that arrives after a repair of the state it was written in, by
+// another process and not seen here yet, is used: that repair left this
+// backend a phantom that blocks every grant until its next step here
+// registers the lease again, as any lease held at the time of the damage.
+// Once a step here has seen the waiter's entry gone (a repair by this
+// backend leaves it no phantom), its grant comes from the state only: a
+// late ring may bring the lost one.
 func (nf *nameFile) deliver(msg []byte) bool {
 	if len(msg) < ringHead+grantSize || msg[0] != 'G' {
 		return false
 	}
 	r := reader{b: msg[1:]}
-	gen, nonce, limit := r.u64(), r.u64(), r.i64()
+	nonce, limit := r.u64(), r.i64()
 	if nf.lockLocal(context.Background()) != nil {
 		return true // closed
 	}
 	defer nf.unlockLocal()
-	if nonce != nf.nonce || gen <= nf.staleBefore {
+	if nonce != nf.nonce {
 		return false
 	}
 	nf.raceSync()
@@ -77,7 +83,7 @@ func (nf *nameFile) deliver(msg []byte) bool {
 		w := nf.waiting[id]
 		switch {
 		case w == nil:
-		case w.req.Weight != weight || w.req.Limit != limit || token == 0:
+		case w.lost || w.req.Weight != weight || w.req.Limit != limit || token == 0:
 			ok = false
 		default:
 			h := holderRec{ID: id, Owner: w.req.Owner, Host: w.req.Host, PID: pid32(w.req.PID), Token: token, Weight: weight,
@@ -108,7 +114,7 @@ func (nf *nameFile) ringGrants(st *state, granted []string) {
 		if err != nil {
 			continue
 		}
-		for _, msg := range grantRings(nf.gen, st, hs) {
+		for _, msg := range grantRings(st, hs) {
 			nf.b.ring.ring(addr, msg)
 		}
 	}

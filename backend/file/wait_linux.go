@@ -16,6 +16,9 @@ type waiter struct {
 	start time.Time // when Acquire was called (monotonic)
 	since int64     // when it was queued (wall clock, Unix ns)
 	ch    chan result
+	// lost: a step found its entry neither queued nor granted; a ring's
+	// grant may be the lost entry's, so it is not used (see deliver)
+	lost bool
 }
 
 type result struct {
@@ -232,11 +235,12 @@ func (nf *nameFile) requeueLost(st *state) {
 	ws := make([]*waiter, 0, len(nf.waiting))
 	for _, w := range nf.waiting {
 		if st.holder(w.req.ID) < 0 && st.waiter(w.req.ID) < 0 {
+			// A ring may still bring the grant it lost (in a state a
+			// repair replaced, or that expired unseen): from now on its
+			// grant is taken from the state only.
+			w.lost = true
 			ws = append(ws, w)
 		}
-	}
-	if len(ws) > 0 {
-		nf.staleBefore = nf.gen // a ring may still bring the grant they lost: not to be used
 	}
 	slices.SortFunc(ws, func(a, b *waiter) int { return a.start.Compare(b.start) })
 	for _, w := range ws {
