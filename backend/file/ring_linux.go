@@ -1,6 +1,9 @@
 package file
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // A ring is a datagram to a doorbell. 'W' only says "read the state". 'G'
 // carries grants, as the granting step wrote them into the state, for the
@@ -83,7 +86,9 @@ func (nf *nameFile) deliver(msg []byte) bool {
 		w := nf.waiting[id]
 		switch {
 		case w == nil:
-		case w.lost || w.req.Weight != weight || w.req.Limit != limit || token == 0:
+		case w.lost || w.req.Weight != weight || w.req.Limit != limit || token == 0 || expires <= time.Now().UnixNano():
+			// (an expired grant: this process was stopped; whether the
+			// lease is still there, only the state can tell)
 			ok = false
 		default:
 			h := holderRec{ID: id, Owner: w.req.Owner, Host: w.req.Host, PID: pid32(w.req.PID), Token: token, Weight: weight,
