@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -107,30 +105,11 @@ func benchContend(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "sema bench contend: cannot find the sema executable: %v\n", err)
 		return ExitInternal
 	}
-	if o.Dir == "" {
-		d, err := os.MkdirTemp("", "sema-bench-contend-")
-		if err != nil {
-			fmt.Fprintf(env.Stderr, "sema bench contend: %v\n", err)
-			return ExitInternal
-		}
-		defer os.RemoveAll(d)
-		o.Dir = d
-	} else if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		fmt.Fprintf(env.Stderr, "sema bench contend: --dir: %v\n", err)
-		return ExitUsage
+	cleanup, code := benchWorkdir(env, "contend", &o.Dir, &o.Backend)
+	if cleanup == nil {
+		return code
 	}
-	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
-		fmt.Fprintf(env.Stderr, "sema bench contend: --dir: %v\n", err)
-		return ExitUsage
-	}
-	if o.Backend == "" {
-		lockDir := filepath.Join(o.Dir, "locks")
-		if err := os.MkdirAll(lockDir, 0o700); err != nil {
-			fmt.Fprintf(env.Stderr, "sema bench contend: %v\n", err)
-			return ExitInternal
-		}
-		o.Backend = (&url.URL{Scheme: "file", Path: lockDir}).String()
-	}
+	defer cleanup()
 	o.Spawn = func(id int, counter, name string) *exec.Cmd {
 		c := exec.Command(self, contendWorkerCmd.name, "-id", strconv.Itoa(id), "-counter", counter, "-name", name, "-backend", o.Backend)
 		c.Stderr = env.Stderr
@@ -141,15 +120,7 @@ func benchContend(ctx context.Context, env *Env, args []string) int {
 		cli.Flock, _ = exec.LookPath("flock")
 		o.CLI = &cli
 	}
-	switch err := lockbench.Contend(ctx, o, env.Stdout, env.Stderr); {
-	case ctx.Err() != nil:
-		fmt.Fprintln(env.Stderr, "sema bench contend: interrupted")
-		return 130
-	case err != nil:
-		fmt.Fprintf(env.Stderr, "sema bench contend: %s\n", errMessage(err))
-		return exitCodeFor(err)
-	}
-	return ExitOK
+	return benchDone(ctx, env, "contend", lockbench.Contend(ctx, o, env.Stdout, env.Stderr))
 }
 
 // contendWorkerCmd is one worker process of sema bench contend.

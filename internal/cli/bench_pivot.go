@@ -6,9 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -120,38 +117,11 @@ func benchPivot(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "sema bench pivot: %s\n", errMessage(err))
 		return ExitUsage
 	}
-	if o.Dir == "" {
-		d, err := os.MkdirTemp("", "sema-bench-pivot-")
-		if err != nil {
-			fmt.Fprintf(env.Stderr, "sema bench pivot: %v\n", err)
-			return ExitInternal
-		}
-		defer os.RemoveAll(d)
-		o.Dir = d
-	} else if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		fmt.Fprintf(env.Stderr, "sema bench pivot: --dir: %v\n", err)
-		return ExitUsage
+	cleanup, code := benchWorkdir(env, "pivot", &o.Dir, &o.Backend)
+	if cleanup == nil {
+		return code
 	}
-	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
-		fmt.Fprintf(env.Stderr, "sema bench pivot: --dir: %v\n", err)
-		return ExitUsage
-	}
-	if o.Backend == "" {
-		lockDir := filepath.Join(o.Dir, "locks")
-		if err := os.MkdirAll(lockDir, 0o700); err != nil {
-			fmt.Fprintf(env.Stderr, "sema bench pivot: %v\n", err)
-			return ExitInternal
-		}
-		o.Backend = (&url.URL{Scheme: "file", Path: lockDir}).String()
-	}
+	defer cleanup()
 	o.Open = func(ctx context.Context) (sema.Backend, error) { return openBackend(ctx, o.Backend, env.Getenv) }
-	switch err := lockbench.Pivot(ctx, o, env.Stdout, env.Stderr); {
-	case ctx.Err() != nil:
-		fmt.Fprintln(env.Stderr, "sema bench pivot: interrupted")
-		return 130
-	case err != nil:
-		fmt.Fprintf(env.Stderr, "sema bench pivot: %s\n", errMessage(err))
-		return exitCodeFor(err)
-	}
-	return ExitOK
+	return benchDone(ctx, env, "pivot", lockbench.Pivot(ctx, o, env.Stdout, env.Stderr))
 }

@@ -57,6 +57,12 @@ func TestBenchPivotUsage(t *testing.T) {
 		{"bench", "pivot", "--rounds", "0"},
 		{"bench", "pivot", "--locks", "redis"},
 		{"bench", "pivot", "extra"},
+		{"bench", "contend", "--procs", "0"},
+		{"bench", "contend", "--procs", "2,x"},
+		{"bench", "contend", "--rounds", "0"},
+		{"bench", "contend", "--backend", "mem://"},
+		{"bench", "contend", "--locks", "none"},
+		{"bench", "contend", "extra"},
 	} {
 		var errb bytes.Buffer
 		env := &Env{Stdout: &bytes.Buffer{}, Stderr: &errb, Getenv: func(string) string { return "" }}
@@ -64,4 +70,28 @@ func TestBenchPivotUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errb.String())
 		}
 	}
+}
+
+// TestBenchContendSmoke runs a tiny contend benchmark through the sema
+// binary: its worker processes are that binary again, and so are the
+// sema run loops; every round's count is checked.
+func TestBenchContendSmoke(t *testing.T) {
+	t.Parallel()
+	fileBackend(t) // skips the test without one
+	out, stderr, code := runSema(t, "", "bench", "contend", "--procs", "2,3", "--increments", "60", "--rounds", "2",
+		"--handoffs", "10", "--cli-loops", "3", "--cli-runs", "2", "--dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d; stderr: %s", code, stderr)
+	}
+	for _, want := range []string{"incr/s", "hand-off with one waiter", "shell loops", "sema run", "load average after"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// 2 P × 2 rounds × 2 locks, 2 hand-off rounds × 2 locks, 2 shell rounds
+	// × 2 commands (1 without flock(1) on the host)
+	if n := strings.Count(stderr, "counter exact"); n != 16 && n != 14 {
+		t.Errorf("%d rounds checked:\n%s", n, stderr)
+	}
+	t.Logf("%s", out)
 }

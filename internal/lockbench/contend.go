@@ -174,7 +174,10 @@ func contendRound(ws []*worker, lock string, n int, pace time.Duration, res *con
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			return 0, fmt.Errorf("worker %d: %w", w.cmd.Process.Pid, err)
 		}
-		if r.Err != "" {
+		switch {
+		case r.Lost:
+			return 0, fmt.Errorf("worker %d: %w", w.cmd.Process.Pid, ErrLostUpdates)
+		case r.Err != "":
 			return 0, fmt.Errorf("worker %d: %s", w.cmd.Process.Pid, r.Err)
 		}
 		for _, d := range r.Waits {

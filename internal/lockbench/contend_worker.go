@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,6 +39,7 @@ type workerReport struct {
 	Handoffs []int64 `json:"handoffs"` // ns from the previous holder's release to this acquisition, when it was another worker
 	Self     int     `json:"self"`     // increments that followed this worker's own
 	Err      string  `json:"err,omitempty"`
+	Lost     bool    `json:"lost,omitempty"` // Err is ErrLostUpdates
 }
 
 // counter is the shared counter file, "COUNT WORKER\n": the count and the
@@ -51,19 +53,31 @@ func (c counter) read() (n int64, worker int, err error) {
 		return 0, 0, fmt.Errorf("counter: %w", err)
 	}
 	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 0, 0, fmt.Errorf("counter: malformed %q", b)
-	}
-	n, err1 := strconv.ParseInt(f[0], 10, 64)
-	w, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("counter: malformed %q", b)
+	n, err1 := strconv.ParseInt(f0(f), 10, 64)
+	w, err2 := strconv.Atoi(f1(f))
+	if len(f) != 2 || err1 != nil || err2 != nil {
+		// Half written: another process was writing it meanwhile.
+		return 0, 0, fmt.Errorf("counter reads %q: %w: the lock did not exclude", b, ErrLostUpdates)
 	}
 	return n, w, nil
 }
 
 func (c counter) write(n int64, worker int) error {
 	return os.WriteFile(string(c), fmt.Appendf(nil, "%d %d\n", n, worker), 0o600)
+}
+
+func f0(f []string) string {
+	if len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+func f1(f []string) string {
+	if len(f) > 1 {
+		return f[1]
+	}
+	return ""
 }
 
 // readCounter returns the count in path.
@@ -140,7 +154,7 @@ func increments(ctx context.Context, c counter, rc releaseClock, id int, l locke
 		start := time.Now()
 		unlock, err := l.lock(ctx)
 		if err != nil {
-			r.Err = err.Error()
+			r.Err, r.Lost = err.Error(), errors.Is(err, ErrLostUpdates)
 			return r
 		}
 		got := time.Now()
@@ -162,7 +176,7 @@ func increments(ctx context.Context, c counter, rc releaseClock, id int, l locke
 			err = uerr
 		}
 		if err != nil {
-			r.Err = err.Error()
+			r.Err, r.Lost = err.Error(), errors.Is(err, ErrLostUpdates)
 			return r
 		}
 		if pace > 0 {
