@@ -100,9 +100,10 @@ func (nf *nameFile) deliver(msg []byte) bool {
 }
 
 // ringGrants rings the processes whose waiters st granted (the lease IDs
-// granted), with their grants. Called after the state is written, under
-// the state lock: the woken do not need it.
-func (nf *nameFile) ringGrants(st *state, granted []string) {
+// granted), with their grants, and reports whether it rang any. Called
+// after the state is written, under the state lock: the woken do not need
+// it.
+func (nf *nameFile) ringGrants(st *state, granted []string) bool {
 	var bySlot map[uint32][]*holderRec
 	for _, id := range granted {
 		h := &st.Holders[st.holder(id)]
@@ -123,4 +124,5 @@ func (nf *nameFile) ringGrants(st *state, granted []string) {
 			nf.b.ring.ring(addr, msg)
 		}
 	}
+	return len(bySlot) > 0
 }

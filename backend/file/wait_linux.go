@@ -53,7 +53,7 @@ func (nf *nameFile) commit(st *state, now time.Time) error {
 			return err
 		}
 		if len(granted) > 0 {
-			nf.ringGrants(st, granted)
+			nf.rang = nf.ringGrants(st, granted)
 		}
 	}
 	nf.dispatch(st)

@@ -37,16 +37,19 @@ process already waiting; it prints the latency from the holder starting to
 unlock to the other process holding the lock (p50, p90, p99).
 
 Then, unless --cli-loops is 0, the shell's view: --cli-loops concurrent
-shell loops each run --cli-runs times "sema run NAME -- sh -c INCREMENT",
-against "flock FILE sh -c INCREMENT" (flock(1), if installed), in
-alternating rounds; it prints the median time of each.
+shell loops each run --cli-runs times "sema run NAME -- sh -c INCREMENT"
+(or "-- true" with --cli-true), against "flock FILE sh -c INCREMENT"
+(flock(1), if installed), in alternating rounds; it prints the median
+wall time of each and the CPU time of every process they ran. With
+--procs "" --handoffs 0 --cli-loops 1 --cli-true it measures what one
+uncontended "sema run NAME -- true" costs next to flock(1).
 
 The host's load average is printed before and after.
 `
 
 func parseContendArgs(args []string, w io.Writer) (o lockbench.ContendOptions, cli lockbench.CLILoop, help bool, err error) {
 	fs := newFlagSetHelp("bench contend", contendSynopsis, contendHelp, w)
-	procs := fs.String("procs", "2,8,50", "comma-separated `list` of process counts P")
+	procs := fs.String("procs", "2,8,50", "comma-separated `list` of process counts P (\"\": none)")
 	fs.IntVar(&o.Increments, "increments", 2000, "increments per round (`N`), shared among the P processes")
 	fs.IntVar(&o.Rounds, "rounds", 5, "`N` rounds per P, each lock once per round")
 	locks := fs.String("locks", "sema,flock", "`which` locks to measure: sema, flock")
@@ -55,6 +58,7 @@ func parseContendArgs(args []string, w io.Writer) (o lockbench.ContendOptions, c
 	fs.IntVar(&o.Relay, "handoffs", 400, "increments per round (`N`) of the hand-off measure with one waiter; 0: skip it")
 	fs.IntVar(&cli.Loops, "cli-loops", 50, "concurrent shell `loops` of sema run and flock(1); 0: skip the shell loops")
 	fs.IntVar(&cli.Runs, "cli-runs", 10, "`runs` per shell loop")
+	fs.BoolVar(&cli.True, "cli-true", false, "in the shell loops, run true(1) under the lock instead of an increment")
 	if err := parseFlagsErr(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, cli, true, nil
@@ -64,7 +68,7 @@ func parseContendArgs(args []string, w io.Writer) (o lockbench.ContendOptions, c
 	if fs.NArg() > 0 {
 		return o, cli, false, usageError("unexpected argument %q", fs.Arg(0))
 	}
-	for _, f := range strings.Split(*procs, ",") {
+	for _, f := range strings.FieldsFunc(*procs, func(r rune) bool { return r == ',' }) {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || n > 1000 {
 			return o, cli, false, usageError("--procs: %q is not a count from 1 to 1000", f)

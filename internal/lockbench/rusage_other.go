@@ -1,0 +1,8 @@
+//go:build !(linux || darwin || freebsd)
+
+package lockbench
+
+import "time"
+
+// childrenCPU is not known here.
+func childrenCPU() time.Duration { return 0 }
