@@ -126,9 +126,8 @@ func (nf *nameFile) begin(ctx context.Context) error {
 // process with a grant, it yields the CPU: a unix socket's wake-up tells
 // the scheduler that the sender is about to sleep, so the rung process
 // tends to be queued on this CPU, where it would wait while this process
-// goes on; the grant is what everyone waits for. (Measured with sema bench
-// contend: the hand-off with one waiter went from 90 to 62 µs, medians of
-// five alternated runs.)
+// goes on; the grant is what everyone waits for (sema bench contend
+// measures the hand-off).
 func (nf *nameFile) end() {
 	if nf.dirty && !nf.wrote {
 		nf.cache = nil // changed in memory only: forget it
