@@ -53,6 +53,7 @@ type contendResult struct {
 	waits    []time.Duration
 	handoffs []time.Duration
 	self, n  int
+	cpu      time.Duration // CPU time of the processes, over all rounds
 }
 
 // Contend runs the contend scenario and prints its table to out, progress
@@ -188,6 +189,7 @@ func contendRound(ws []*worker, lock string, n int, pace time.Duration, res *con
 		}
 		res.self += r.Self
 		res.n += len(r.Waits)
+		res.cpu += time.Duration(r.CPU)
 	}
 	d := time.Since(start)
 	res.rates = append(res.rates, float64(n)/d.Seconds())
@@ -245,17 +247,18 @@ func (w *worker) stop() error {
 func printContendTable(w io.Writer, o ContendOptions, res map[string]*contendResult) {
 	fmt.Fprintln(w, "\nincrements per second (median of rounds); wait to acquire and hand-off (release → next holder in another process) over every round:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "P\tlock\tincr/s\twait p50\twait p99\twait max\thand-off p50\thand-off p99\tby last holder\t")
+	fmt.Fprintln(tw, "P\tlock\tincr/s\twait p50\twait p99\twait max\thand-off p50\thand-off p99\tby last holder\tCPU/incr\t")
 	for _, p := range o.Procs {
 		for _, lk := range o.Locks {
 			r := res[pivotKey(p, lk, "")]
-			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t\n", p, lk, median(r.rates),
+			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t\n", p, lk, median(r.rates),
 				fmtDur(quantile(r.waits, 0.5)), fmtDur(quantile(r.waits, 0.99)), fmtDur(quantile(r.waits, 1)),
-				fmtDur(quantile(r.handoffs, 0.5)), fmtDur(quantile(r.handoffs, 0.99)), 100*float64(r.self)/float64(max(r.n, 1)))
+				fmtDur(quantile(r.handoffs, 0.5)), fmtDur(quantile(r.handoffs, 0.99)), 100*float64(r.self)/float64(max(r.n, 1)),
+				fmtDur(r.cpu/time.Duration(max(r.n, 1))))
 		}
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "(by last holder: acquisitions by the process that made the previous increment; the count is checked after every round)")
+	fmt.Fprintln(w, "(by last holder: acquisitions by the process that made the previous increment; CPU/incr: CPU time of the P processes per increment; the count is checked after every round)")
 }
 
 func printRelay(w io.Writer, o ContendOptions, rs []*contendResult) {

@@ -38,6 +38,7 @@ type workerReport struct {
 	Waits    []int64 `json:"waits"`    // ns spent acquiring, per increment
 	Handoffs []int64 `json:"handoffs"` // ns from the previous holder's release to this acquisition, when it was another worker
 	Self     int     `json:"self"`     // increments that followed this worker's own
+	CPU      int64   `json:"cpu"`      // ns of CPU time this process used in the round
 	Err      string  `json:"err,omitempty"`
 	Lost     bool    `json:"lost,omitempty"` // Err is ErrLostUpdates
 }
@@ -148,8 +149,10 @@ func Worker(ctx context.Context, a WorkerArgs, in io.Reader, out io.Writer) erro
 
 // increments makes n increments under l, each followed by pace with the
 // lock held and pace without.
-func increments(ctx context.Context, c counter, rc releaseClock, id int, l locker, n int, pace time.Duration) workerReport {
-	r := workerReport{Waits: make([]int64, 0, n)}
+func increments(ctx context.Context, c counter, rc releaseClock, id int, l locker, n int, pace time.Duration) (r workerReport) {
+	r = workerReport{Waits: make([]int64, 0, n)}
+	cpu := selfCPU()
+	defer func() { r.CPU = int64(selfCPU() - cpu) }()
 	for range n {
 		start := time.Now()
 		unlock, err := l.lock(ctx)

@@ -6,3 +6,6 @@ import "time"
 
 // childrenCPU is not known here.
 func childrenCPU() time.Duration { return 0 }
+
+// selfCPU is not known here.
+func selfCPU() time.Duration { return 0 }
