@@ -19,6 +19,11 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 			return nil, err
 		}
 	}
+	if nf.strs == nil && nf.cache != nil {
+		// A record read before, and maybe changed by another process since:
+		// the next ones will mostly repeat its strings.
+		nf.strs = newInterner(nf.name)
+	}
 	snap, buf, err := readState(nf.rd, nf.name, nf.cache, nf.cacheHdr, nf.rbuf, nf.strs)
 	nf.rbuf = buf
 	if err != nil {

@@ -27,7 +27,7 @@ type nameFile struct {
 	died chan struct{} // wakes the pump: a process closed the file, maybe dying
 	lock *stateLock    // the state lock; used under lk
 	rd   *preader      // reads the state; used under lk
-	strs *interner     // strings of the record last read; used under lk
+	strs *interner     // strings of the record last read, once another process wrote; used under lk
 	drop func(bool)    // nf.abandon, bound once
 
 	// Guarded by lk.
@@ -76,7 +76,7 @@ func newNameFile(b *Backend, name string, f *os.File) (*nameFile, error) {
 	}
 	nf := &nameFile{
 		b: b, name: name, path: f.Name(), f: f, rc: rc,
-		lk: make(chan struct{}, 1), kick: make(chan struct{}, 1), died: make(chan struct{}, 1), lock: newStateLock(rc, unix.LOCK_EX), rd: newPreader(rc, f.Name()), strs: newInterner(name),
+		lk: make(chan struct{}, 1), kick: make(chan struct{}, 1), died: make(chan struct{}, 1), lock: newStateLock(rc, unix.LOCK_EX), rd: newPreader(rc, f.Name()),
 		slot: -1, wd: -1,
 		leases: make(map[string]lease), waiting: make(map[string]*waiter),
 	}
