@@ -24,8 +24,16 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 		// the next ones will mostly repeat its strings.
 		nf.strs = newInterner(nf.name)
 	}
-	snap, buf, err := readState(nf.rd, nf.name, nf.cache, nf.cacheHdr, nf.rbuf, nf.strs)
-	nf.rbuf = buf
+	first := nf.rbuf[:0] // firstRead
+	switch {
+	case nf.cache != nil && !nf.changed:
+		first = nf.rbuf[:min(headerSize, cap(nf.rbuf))] // the header: it likely still holds
+	case nf.cache != nil:
+		first = nf.rbuf[:cap(nf.rbuf)] // the whole record, about as long as the last one
+	}
+	snap, buf, err := readState(nf.rd, nf.name, nf.cache, nf.cacheHdr, first, nf.strs)
+	nf.rbuf = buf[:0]
+	nf.changed = nf.cache != nil && snap.st != nf.cache
 	if err != nil {
 		return nil, nf.ioErr("read", err)
 	}

@@ -36,6 +36,7 @@ type nameFile struct {
 	gen        uint64 // generation of the record last read or written
 	cache      *state // the state as of gen, when we know it
 	cacheHdr   header
+	changed    bool               // the last read found the cache outdated: another process writes too
 	dirty      bool               // the state was changed in this step
 	wrote      bool               // and written
 	buf        []byte             // encoding buffer

@@ -14,22 +14,26 @@ type snapshot struct {
 	gen uint64 // generation in a well-formed header, even if damaged
 }
 
-// firstRead is how much readState reads at once: the header and, for most
-// names, the whole payload, so that a record another process changed costs
-// one pread(2), as one that is still cached does.
+// firstRead is how much readState reads at first without a cached state:
+// the header and, for most names, the whole payload.
 const firstRead = 1024
 
 // readState reads and checks the record of a state file. cached (with its
 // header) is reused instead of decoding when the file still holds it. name
 // is the expected name, or "" to accept the one whose file this is. A
 // damaged record gives a snapshot with a nil st; an unknown format version
-// is an error.
+// is an error. The first read is len(buf) bytes if that holds a header,
+// else firstRead: the caller who expects its cached state to hold asks for
+// the header only, and one who expects a change for the whole record, so
+// that either costs one pread(2).
 func readState(f *preader, name string, cached *state, cachedHdr header, buf []byte, in *interner) (snapshot, []byte, error) {
 	var snap snapshot
-	if cap(buf) < firstRead {
-		buf = make([]byte, firstRead)
+	if len(buf) < headerSize {
+		if cap(buf) < firstRead {
+			buf = make([]byte, firstRead)
+		}
+		buf = buf[:firstRead]
 	}
-	buf = buf[:cap(buf)] // the header and the whole record, if no larger than the last one: one pread
 	n, err := f.readAt(buf, 0)
 	if err != nil {
 		return snap, buf, err
