@@ -16,7 +16,7 @@ import (
 	"github.com/sema-dev/sema"
 )
 
-// supervisor holds the lease and runs the job (see supervise_linux.go).
+// supervisor holds the lease and runs the job (see supervisor_linux.go).
 type supervisor struct {
 	cfg       Config
 	fg        bool
@@ -55,7 +55,7 @@ func (s *supervisor) run(ctl *os.File) int {
 	if l == nil {
 		return code
 	}
-	code = s.runJob(c, l)
+	code = s.runJob(l)
 	if err := l.Release(context.Background()); err != nil && code != ExitLeaseLost {
 		s.out.msg("releasing %q: %s", s.cfg.Name, err)
 	}
@@ -64,7 +64,7 @@ func (s *supervisor) run(ctl *os.File) int {
 
 // runJob starts the job, supervises it until its whole process group is
 // gone, and returns sema run's exit code.
-func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
+func (s *supervisor) runJob(l *sema.Lease) int {
 	path, err := exec.LookPath(s.cfg.Cmd[0])
 	if err != nil {
 		s.out.msg("%s", err)
