@@ -19,11 +19,6 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 			return nil, err
 		}
 	}
-	if nf.strs == nil && nf.cache != nil {
-		// A record read before, and maybe changed by another process since:
-		// the next ones will mostly repeat its strings.
-		nf.strs = newInterner(nf.name)
-	}
 	first := nf.rbuf[:0] // firstRead
 	switch {
 	case nf.cache != nil && !nf.changed:
@@ -34,6 +29,11 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 	snap, buf, err := readState(nf.rd, nf.name, nf.cache, nf.cacheHdr, first, nf.strs)
 	nf.rbuf = buf[:0]
 	nf.changed = nf.cache != nil && snap.st != nf.cache
+	if nf.changed && nf.strs == nil {
+		// Another process writes this name too: the records to come will
+		// mostly repeat the strings of the one after this.
+		nf.strs = newInterner(nf.name)
+	}
 	if err != nil {
 		return nil, nf.ioErr("read", err)
 	}

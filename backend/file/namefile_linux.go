@@ -27,7 +27,7 @@ type nameFile struct {
 	died chan struct{} // wakes the pump: a process closed the file, maybe dying
 	lock *stateLock    // the state lock; used under lk
 	rd   *preader      // reads the state; used under lk
-	strs *interner     // strings of the record last read, once another process wrote; used under lk
+	strs *interner     // strings of the record last read, once another process writes; used under lk
 	drop func(bool)    // nf.abandon, bound once
 
 	// Guarded by lk.
