@@ -1,4 +1,4 @@
-package cli
+package lockbench
 
 import (
 	"encoding/json"

@@ -1,8 +1,6 @@
-package cli
+package supervise
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +9,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sema-dev/sema/internal/human"
 )
 
 // The supervisor is the process that holds the lease and is the parent of
@@ -43,38 +45,21 @@ const (
 	ctlCont  = byte(0xFF) // the front was continued: continue the job
 )
 
-// superviseCmd is the hidden subcommand sema run re-executes itself as.
-var superviseCmd = &command{
-	name:    "__supervise",
-	summary: "internal: the supervisor process of sema run",
-	hidden:  true,
-	run:     superviseMain,
-}
-
-func superviseMain(_ context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("sema __supervise", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fg := fs.Bool("fg", false, "give the job the terminal")
-	backend := fs.String("backend", "", "backend URL")
-	if err := fs.Parse(args); err != nil {
-		fmt.Fprintln(env.Stderr, "sema __supervise: internal command of sema run, not for direct use")
-		return ExitUsage
-	}
-	cfg, _, err := parseRunArgs(fs.Args(), io.Discard)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "sema __supervise: %s\n", errMessage(err))
-		return ExitUsage
-	}
-	if *backend != "" {
-		cfg.backend = *backend
-	}
+// Supervise is the supervisor process of a run: it takes the lease through
+// open, runs the job and reports to the front, whose pipes it finds as
+// descriptors 3 and 4. fg says whether the job gets the terminal. It
+// returns the exit code, which it has also sent to the front.
+func Supervise(cfg Config, fg bool, open Opener) int {
 	ctl, status, err := supervisorPipes()
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sema __supervise: internal command of sema run, not for direct use (%v)\n", err)
+		fmt.Fprintf(os.Stderr, "sema %s: internal command of sema run, not for direct use (%v)\n", Command, err)
 		return ExitUsage
 	}
+	// The job's orphans become the supervisor's children: it sees whether
+	// any process of the job still runs without searching /proc.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	out := newStatusWriter(status)
-	s := &supervisor{cfg: cfg, fg: *fg, out: out}
+	s := &supervisor{cfg: cfg, fg: fg, out: out, open: open}
 	code := s.run(ctl)
 	out.send(fmt.Sprintf("exit %d", code))
 	out.close(time.Second)
@@ -130,13 +115,13 @@ func (w *statusWriter) send(line string) {
 
 // msg queues a message for the front to print on its stderr.
 func (w *statusWriter) msg(format string, args ...any) {
-	w.send("msg sema run: " + sanitize(fmt.Sprintf(format, args...)))
+	w.send("msg sema run: " + human.Line(fmt.Sprintf(format, args...)))
 }
 
 // Write makes a statusWriter a log destination: each line becomes a msg.
 func (w *statusWriter) Write(p []byte) (int, error) {
 	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		w.send("msg " + sanitize(line))
+		w.send("msg " + human.Line(line))
 	}
 	return len(p), nil
 }
@@ -161,6 +146,6 @@ func (w *statusWriter) logger() *slog.Logger {
 // start stay ignored, in the job too.
 func supervisorSignals() (chan os.Signal, func()) {
 	ch := make(chan os.Signal, 8)
-	signal.Notify(ch, append(catchable(forwardedSignals...), syscall.SIGPIPE)...)
+	signal.Notify(ch, append(Catchable(forwarded...), syscall.SIGPIPE)...)
 	return ch, func() { signal.Stop(ch) }
 }

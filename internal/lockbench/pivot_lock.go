@@ -1,4 +1,4 @@
-package cli
+package lockbench
 
 import (
 	"context"
@@ -19,19 +19,21 @@ type semaLocker struct {
 	shared bool // c belongs to the caller
 }
 
-func isMemURL(raw string) bool {
+// IsMemURL reports whether raw names the in-process memory backend, which
+// workers of one process share and separate processes cannot.
+func IsMemURL(raw string) bool {
 	u, err := url.Parse(raw)
 	return err == nil && (strings.EqualFold(u.Scheme, "mem") || strings.EqualFold(u.Scheme, "memory"))
 }
 
-func newPivotLocker(ctx context.Context, kind, backend, dir, prefix string, getenv func(string) string) (pivotLocker, error) {
+func newPivotLocker(ctx context.Context, kind string, open func(context.Context) (sema.Backend, error), dir, prefix string) (pivotLocker, error) {
 	switch kind {
 	case "flock":
 		return &flockLocker{dir: dir}, nil
 	case "none":
 		return noLocker{}, nil
 	}
-	b, err := openBackend(ctx, backend, getenv)
+	b, err := open(ctx)
 	if err != nil {
 		return nil, err
 	}

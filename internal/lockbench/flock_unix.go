@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd
 
-package cli
+package lockbench
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // flockLocker is the baseline: bare flock(2) on a lock file next to each
-// data file, opened and closed around every update as the seed's PHP does.
+// data file, opened and closed around every update as a PHP worker does.
 // The data file itself cannot carry the lock: it is replaced by rename.
 type flockLocker struct{ dir string }
 
@@ -45,3 +45,34 @@ func (l *flockLocker) lock(_ context.Context, key int) (time.Duration, func() er
 }
 
 func (l *flockLocker) close() error { return nil }
+
+// keptFlock is bare flock(2) on a descriptor kept open, as a long-running
+// worker process keeps its lock file open.
+type keptFlock struct {
+	f  *os.File
+	fd int
+}
+
+func openFlock(path string) (*keptFlock, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &keptFlock{f: f, fd: int(f.Fd())}, nil
+}
+
+func (l *keptFlock) lock(context.Context) (func() error, error) {
+	for {
+		err := syscall.Flock(l.fd, syscall.LOCK_EX)
+		if err == nil {
+			return l.unlock, nil
+		}
+		if err != syscall.EINTR {
+			return nil, err
+		}
+	}
+}
+
+func (l *keptFlock) unlock() error { return syscall.Flock(l.fd, syscall.LOCK_UN) }
+
+func (l *keptFlock) close() error { return l.f.Close() }

@@ -1,6 +1,6 @@
 //go:build !(linux || darwin || freebsd)
 
-package cli
+package lockbench
 
 import (
 	"context"
@@ -16,3 +16,13 @@ func (l *flockLocker) lock(context.Context, int) (time.Duration, func() error, e
 }
 
 func (l *flockLocker) close() error { return nil }
+
+type keptFlock struct{}
+
+func openFlock(string) (*keptFlock, error) {
+	return nil, errors.New("flock(2) baseline not available on this platform")
+}
+
+func (*keptFlock) lock(context.Context) (func() error, error) { return nil, errors.ErrUnsupported }
+
+func (*keptFlock) close() error { return nil }

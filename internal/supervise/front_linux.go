@@ -1,10 +1,9 @@
-package cli
+package supervise
 
 import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -14,43 +13,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// runFront is sema run as the user sees it: it starts the supervisor (which
-// takes the lease and runs the job), forwards signals to it, prints its
-// messages and exits with its code. If the supervisor dies abnormally it
-// kills the job's group itself.
-func runFront(env *Env, args []string, cfg runConfig) int {
-	rawURL, dir, err := resolveBackend(cfg.backend, env.Getenv)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "sema run: %s\n", errMessage(err))
-		return ExitUsage
-	}
-	if dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			fmt.Fprintf(env.Stderr, "sema run: default lock directory: %v\n", err)
-			return ExitBackend
-		}
-	}
+// Front is sema run as the user sees it: it starts the supervisor (which
+// takes the lease on backendURL and runs the job), forwards signals to it,
+// prints its messages and exits with its code. If the supervisor dies
+// abnormally it kills the job's group itself. runArgs are sema run's own
+// arguments, which the supervisor parses again.
+func Front(env Stdio, backendURL string, runArgs []string) int {
 	self, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sema run: cannot find the sema executable: %v\n", err)
+		fmt.Fprintf(env.Err, "sema run: cannot find the sema executable: %v\n", err)
 		return ExitInternal
 	}
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sema run: %v\n", err)
+		fmt.Fprintf(env.Err, "sema run: %v\n", err)
 		return ExitInternal
 	}
 	defer ctlW.Close()
 	stR, stW, err := os.Pipe()
 	if err != nil {
 		ctlR.Close()
-		fmt.Fprintf(env.Stderr, "sema run: %v\n", err)
+		fmt.Fprintf(env.Err, "sema run: %v\n", err)
 		return ExitInternal
 	}
 	defer stR.Close()
 
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, append(catchable(forwardedSignals...), syscall.SIGPIPE)...)
+	signal.Notify(sigs, append(Catchable(forwarded...), syscall.SIGPIPE)...)
 	defer signal.Stop(sigs)
 
 	// As a child subreaper, sema run inherits the job's processes if the
@@ -58,17 +47,14 @@ func runFront(env *Env, args []string, cfg runConfig) int {
 	// learned the job's process group.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	fg := shouldTakeTerminal()
-	sargs := append([]string{"__supervise", "-fg=" + strconv.FormatBool(fg), "-backend", rawURL, "--"}, args...)
-	cmd := exec.Command(self, sargs...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
-	cmd.ExtraFiles = []*os.File{ctlR, stW} // fds 3 and 4
+	argv := append([]string{self, Command, "-fg=" + strconv.FormatBool(fg), "-backend", backendURL, "--"}, runArgs...)
 	// A group of its own: killing sema run's group leaves it alive to clean up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
+	pid, err := startProcess(self, argv, os.Environ(), []*os.File{env.In, env.Out, env.Err, ctlR, stW}, // ctl and status: fds 3 and 4
+		&syscall.SysProcAttr{Setpgid: true})
 	ctlR.Close()
 	stW.Close()
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sema run: starting the supervisor: %v\n", err)
+		fmt.Fprintf(env.Err, "sema run: starting the supervisor: %v\n", err)
 		return ExitInternal
 	}
 	lines := make(chan string, 16)
@@ -79,10 +65,11 @@ func runFront(env *Env, args []string, cfg runConfig) int {
 			lines <- sc.Text()
 		}
 	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	waited := make(chan syscall.WaitStatus, 1)
+	go func() { waited <- reap(pid) }()
 
 	f := &front{env: env, ctl: ctlW, fg: fg, code: -1}
+	var ws syscall.WaitStatus
 	for running := true; running; {
 		select {
 		case sig := <-sigs:
@@ -95,7 +82,7 @@ func runFront(env *Env, args []string, cfg runConfig) int {
 				continue
 			}
 			f.handle(line)
-		case err = <-waited:
+		case ws = <-waited:
 			running = false
 		}
 	}
@@ -111,9 +98,9 @@ func runFront(env *Env, args []string, cfg runConfig) int {
 		return f.code
 	}
 	// The supervisor died without finishing: its lease is gone or going.
-	fmt.Fprintf(env.Stderr, "sema run: the supervisor died (%v)\n", err)
+	fmt.Fprintf(env.Err, "sema run: the supervisor died (%s)\n", describe(ws))
 	killOrphans(f.pgid)
-	fmt.Fprintln(env.Stderr, "sema run: the job was killed")
+	fmt.Fprintln(env.Err, "sema run: the job was killed")
 	return ExitLeaseLost
 }
 
@@ -167,7 +154,7 @@ func orphanGroups() []int {
 
 // front is the state sema run keeps about its supervisor.
 type front struct {
-	env  *Env
+	env  Stdio
 	ctl  *os.File
 	fg   bool
 	pgid int // the job's process group, once started
@@ -178,7 +165,7 @@ func (f *front) handle(line string) {
 	kind, arg, _ := strings.Cut(line, " ")
 	switch kind {
 	case "msg":
-		fmt.Fprintln(f.env.Stderr, arg)
+		fmt.Fprintln(f.env.Err, arg)
 	case "pgid":
 		f.pgid, _ = strconv.Atoi(arg)
 	case "exit":

@@ -1,4 +1,4 @@
-package cli
+package supervise
 
 import (
 	"context"
@@ -16,22 +16,15 @@ import (
 	"github.com/sema-dev/sema"
 )
 
-// supervisor holds the lease and runs the job (see supervise_linux.go).
+// supervisor holds the lease and runs the job (see supervisor_linux.go).
 type supervisor struct {
-	cfg       runConfig
+	cfg       Config
 	fg        bool
 	out       *statusWriter
+	open      Opener
 	cmds      chan byte      // from the front
 	frontGone chan struct{}  // closed when the front is gone
 	sigs      chan os.Signal // sent to the supervisor itself
-}
-
-// lockFiler is implemented by backends whose leases are kernel locks on open
-// files (file://). The job inherits these files, so the kernel keeps the
-// permits taken while any process of the job lives — even if sema run and
-// its supervisor are both killed.
-type lockFiler interface {
-	LeaseFiles(name, id string) ([]*os.File, error)
 }
 
 func (s *supervisor) run(ctl *os.File) int {
@@ -53,7 +46,7 @@ func (s *supervisor) run(ctl *os.File) int {
 	s.sigs, stopSigs = supervisorSignals()
 	defer stopSigs()
 
-	c, code := openClient(context.Background(), &Env{Stderr: s.out, Getenv: os.Getenv}, s.cfg.backend, sema.WithLogger(s.out.logger()))
+	c, code := s.open(context.Background(), s.out, s.out.logger())
 	if c == nil {
 		return code
 	}
@@ -62,17 +55,17 @@ func (s *supervisor) run(ctl *os.File) int {
 	if l == nil {
 		return code
 	}
-	code = s.runJob(c, l)
+	code = s.runJob(l)
 	if err := l.Release(context.Background()); err != nil && code != ExitLeaseLost {
-		s.out.msg("releasing %q: %s", s.cfg.name, errMessage(err))
+		s.out.msg("releasing %q: %s", s.cfg.Name, err)
 	}
 	return code
 }
 
 // runJob starts the job, supervises it until its whole process group is
 // gone, and returns sema run's exit code.
-func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
-	path, err := exec.LookPath(s.cfg.cmd[0])
+func (s *supervisor) runJob(l *sema.Lease) int {
+	path, err := exec.LookPath(s.cfg.Cmd[0])
 	if err != nil {
 		s.out.msg("%s", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -80,19 +73,10 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 		}
 		return ExitCannotExec
 	}
-	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
-	if lf, ok := c.Backend().(lockFiler); ok {
-		if extra, err := lf.LeaseFiles(l.Name(), l.ID()); err == nil {
-			files = append(files, extra...)
-		}
-	}
 	// Pdeathsig is tied to the forking thread: keep this goroutine on it.
 	runtime.LockOSThread()
-	p, err := os.StartProcess(path, s.cfg.cmd, &os.ProcAttr{
-		Env:   jobEnv(os.Environ(), l),
-		Files: files,
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Foreground: s.fg, Ctty: 0},
-	})
+	pgid, err := startProcess(path, s.cfg.Cmd, jobEnv(os.Environ(), l), []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		&syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Foreground: s.fg, Ctty: 0})
 	if err != nil {
 		s.out.msg("%s", err)
 		if errors.Is(err, syscall.ENOENT) {
@@ -100,7 +84,6 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 		}
 		return ExitCannotExec
 	}
-	pgid := p.Pid
 	if d, err := time.ParseDuration(os.Getenv("SEMA_TEST_PGID_DELAY")); err == nil {
 		time.Sleep(d) // tests: widen the window in which sema run does not know the group
 	}
@@ -124,14 +107,15 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 			}
 			killing = true
 			if why != "" {
-				s.out.msg("%s; terminating the job (SIGTERM, then SIGKILL after %v)", why, s.cfg.grace)
+				s.out.msg("%s; terminating the job (SIGTERM, then SIGKILL after %v)", why, s.cfg.Grace)
 			}
 			killGroup(pgid, syscall.SIGTERM)
 			killGroup(pgid, syscall.SIGCONT) // a stopped job must see its SIGTERM
-			killT = time.NewTimer(s.cfg.grace)
+			killT = time.NewTimer(s.cfg.Grace)
 			killC = killT.C
 		}
 	)
+loop:
 	for {
 		select {
 		case b := <-s.cmds:
@@ -152,7 +136,7 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 			done = nil
 			if ended == nil {
 				lost = l.Err()
-				stopping(fmt.Sprintf("lease on %q lost (%v)", s.cfg.name, lost))
+				stopping(fmt.Sprintf("lease on %q lost (%v)", s.cfg.Name, lost))
 			}
 		case ev := <-events:
 			if !ev.exited {
@@ -162,6 +146,8 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 			ended = &ev
 			if groupAlive(pgid) {
 				stopping("") // leftovers of the group die with the job
+			} else {
+				break loop // the common case: nothing left to wait for
 			}
 		case <-killC:
 			killGroup(pgid, syscall.SIGKILL)
@@ -171,7 +157,7 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 		}
 		if ended != nil && pollC == nil {
 			if !groupAlive(pgid) {
-				break
+				break loop
 			}
 			pollC = time.After(poll)
 			poll = min(2*poll, 50*time.Millisecond)
@@ -186,7 +172,7 @@ func (s *supervisor) runJob(c *sema.Client, l *sema.Lease) int {
 	}
 	if err := l.Err(); err != nil && errors.Is(err, sema.ErrLeaseLost) {
 		// Lost as the job ended: its work may not have been covered.
-		s.out.msg("lease on %q lost as the job ended (%v)", s.cfg.name, err)
+		s.out.msg("lease on %q lost as the job ended (%v)", s.cfg.Name, err)
 		return ExitLeaseLost
 	}
 	return exitStatus(status)
@@ -254,16 +240,7 @@ func finish(pid int, ev jobEvent) syscall.WaitStatus {
 	if ev.ws != nil {
 		return *ev.ws
 	}
-	var ws syscall.WaitStatus
-	for {
-		_, err := syscall.Wait4(pid, &ws, 0, nil)
-		if !errors.Is(err, syscall.EINTR) {
-			if err != nil {
-				return syscall.WaitStatus(0xff << 8) // exit 255: cannot happen for our own child
-			}
-			return ws
-		}
-	}
+	return reap(pid)
 }
 
 // exitStatus is the shell's view of a wait status: the exit code, or

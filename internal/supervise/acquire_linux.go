@@ -1,17 +1,17 @@
-package cli
+package supervise
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/human"
 )
 
 var (
@@ -27,9 +27,9 @@ func (s *supervisor) acquire(c *sema.Client) (*sema.Lease, int) {
 	cfg := s.cfg
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	if cfg.wait > 0 {
+	if cfg.Wait > 0 {
 		var cancelT context.CancelFunc
-		ctx, cancelT = context.WithTimeoutCause(ctx, cfg.wait, errWaitExpired)
+		ctx, cancelT = context.WithTimeoutCause(ctx, cfg.Wait, errWaitExpired)
 		defer cancelT()
 	}
 	// Watch for signals and the front's death while waiting.
@@ -61,17 +61,17 @@ func (s *supervisor) acquire(c *sema.Client) (*sema.Lease, int) {
 			}
 		}
 	}()
-	sem := c.Semaphore(cfg.name, cfg.limit)
+	sem := c.Semaphore(cfg.Name, cfg.Limit)
 	opts := []sema.AcquireOption{
-		sema.WithTTL(cfg.ttl), sema.WithWeight(cfg.weight), sema.WithOwner(s.owner()),
-		sema.WithSafetyMargin(cfg.margin),
+		sema.WithTTL(cfg.TTL), sema.WithWeight(cfg.Weight), sema.WithOwner(s.owner()),
+		sema.WithSafetyMargin(cfg.Margin),
 	}
-	if cfg.maxHold > 0 {
-		opts = append(opts, sema.WithMaxHold(cfg.maxHold))
+	if cfg.MaxHold > 0 {
+		opts = append(opts, sema.WithMaxHold(cfg.MaxHold))
 	}
 	var l *sema.Lease
 	var err error
-	if cfg.wait == 0 {
+	if cfg.Wait == 0 {
 		l, err = sem.TryAcquire(ctx, opts...)
 	} else {
 		l, err = sem.Acquire(ctx, opts...)
@@ -88,7 +88,7 @@ func (s *supervisor) acquire(c *sema.Client) (*sema.Lease, int) {
 	case err == nil:
 		return l, 0
 	case errors.Is(cause, errInterrupted):
-		s.out.msg("interrupted by %v while waiting for %q", sig, cfg.name)
+		s.out.msg("interrupted by %v while waiting for %q", sig, cfg.Name)
 		return nil, 128 + int(sig)
 	case errors.Is(cause, errFrontGone):
 		return nil, ExitNotAcquired
@@ -96,8 +96,8 @@ func (s *supervisor) acquire(c *sema.Client) (*sema.Lease, int) {
 		s.out.msg("%s", s.heldMessage(c, err, errors.Is(cause, errWaitExpired)))
 		return nil, ExitNotAcquired
 	}
-	s.out.msg("%s", errMessage(err))
-	return nil, exitCodeFor(err)
+	s.out.msg("%s", err)
+	return nil, ExitCode(err)
 }
 
 // heldMessage explains who holds the name, for a failed acquire.
@@ -107,13 +107,13 @@ func (s *supervisor) heldMessage(c *sema.Client, err error, expired bool) string
 	var he *sema.HeldError
 	if errors.As(err, &he) {
 		holders, limit = he.Holders, he.Limit
-	} else if st, derr := c.Describe(context.Background(), s.cfg.name); derr == nil {
+	} else if st, derr := c.Describe(context.Background(), s.cfg.Name); derr == nil {
 		holders, limit = st.Holders, st.Limit
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%q not acquired", s.cfg.name)
+	fmt.Fprintf(&b, "%q not acquired", s.cfg.Name)
 	if expired {
-		fmt.Fprintf(&b, " within %v", s.cfg.wait)
+		fmt.Fprintf(&b, " within %v", s.cfg.Wait)
 	}
 	if len(holders) > 0 {
 		var used int64
@@ -129,7 +129,7 @@ func (s *supervisor) heldMessage(c *sema.Client, err error, expired bool) string
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "%s (token %d, for %s)", h.Owner, h.Token, age(h.AcquiredAt))
+			fmt.Fprintf(&b, "%s (token %d, for %s)", h.Owner, h.Token, human.Age(h.AcquiredAt))
 		}
 	}
 	return b.String()
@@ -137,16 +137,12 @@ func (s *supervisor) heldMessage(c *sema.Client, err error, expired bool) string
 
 // owner is the --owner label, else user@host:pid PROG.
 func (s *supervisor) owner() string {
-	if s.cfg.owner != "" {
-		return s.cfg.owner
-	}
-	name := "?"
-	if u, err := user.Current(); err == nil {
-		name = u.Username
+	if s.cfg.Owner != "" {
+		return s.cfg.Owner
 	}
 	host, _ := os.Hostname()
-	o := fmt.Sprintf("%s@%s:%d %s", name, host, os.Getpid(), filepath.Base(s.cfg.cmd[0]))
-	o = sanitize(strings.ToValidUTF8(o, "?"))
+	o := fmt.Sprintf("%s@%s:%d %s", s.cfg.User, host, os.Getpid(), filepath.Base(s.cfg.Cmd[0]))
+	o = human.Line(strings.ToValidUTF8(o, "?"))
 	for len(o) > sema.MaxOwnerLen {
 		o = strings.ToValidUTF8(o[:sema.MaxOwnerLen], "")
 	}

@@ -1,13 +1,15 @@
-package cli
+package supervise
 
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
-	"time"
 	"unsafe"
 )
 
@@ -45,13 +47,83 @@ func groupMembers(pgid int, except ...int) int {
 
 // groupAlive reports whether any process of the process group pgid is still
 // running. Zombies (dead, not yet reaped by their parent) do not count: they
-// run no code and hold no resources but their PID.
+// run no code and hold no resources but their PID. Called by a child
+// subreaper whose children are the job's processes only (the supervisor,
+// and the front once its supervisor is gone).
 func groupAlive(pgid int) bool {
 	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
 		return false
 	}
-	// kill(2) also counts zombies: look for a live member in /proc.
+	// kill(2) also counts zombies, and the job's leader stays one until the
+	// group is gone. A child subreaper inherits every orphan below it: a
+	// live process of the job is a live child, or has one as an ancestor.
+	// Without any, no process of the job runs; else look in all of /proc.
+	if n, ok := liveChildren(); ok && n == 0 {
+		return false
+	}
 	return groupMembers(pgid) != 0
+}
+
+// liveChildren counts this process's children that are not zombies, as
+// /proc/self/task/*/children lists them; ok is false if it cannot tell.
+func liveChildren() (n int, ok bool) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0, false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) { // the thread exited meanwhile
+				continue
+			}
+			return 0, false
+		}
+		for _, pid := range strings.Fields(string(b)) {
+			st, err := os.ReadFile("/proc/" + pid + "/stat")
+			if err != nil {
+				continue // reaped meanwhile
+			}
+			if state, _, ok := parseStat(st); !ok || state != 'Z' && state != 'X' {
+				n++
+			}
+		}
+	}
+	return n, true
+}
+
+// startProcess starts argv[0] as path with env, the descriptors of files
+// as 0, 1, 2…, and sys. It returns the child's PID; the caller reaps it.
+func startProcess(path string, argv, env []string, files []*os.File, sys *syscall.SysProcAttr) (int, error) {
+	fds := make([]uintptr, len(files))
+	for i, f := range files {
+		fds[i] = f.Fd()
+	}
+	pid, _, err := syscall.StartProcess(path, argv, &syscall.ProcAttr{Env: env, Files: fds, Sys: sys})
+	runtime.KeepAlive(files)
+	return pid, err
+}
+
+// reap waits for the child pid to end and returns its status.
+func reap(pid int) syscall.WaitStatus {
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
+		if !errors.Is(err, syscall.EINTR) {
+			if err != nil {
+				return syscall.WaitStatus(0xff << 8) // exit 255: cannot happen for our own child
+			}
+			return ws
+		}
+	}
+}
+
+// describe says how a child ended, as the shell would.
+func describe(ws syscall.WaitStatus) string {
+	if ws.Signaled() {
+		return "signal: " + ws.Signal().String()
+	}
+	return "exit status " + strconv.Itoa(ws.ExitStatus())
 }
 
 // parseStat extracts the state and process group from /proc/PID/stat:
@@ -77,21 +149,6 @@ func parseStatParent(b []byte) (state byte, ppid, pgrp int, ok bool) {
 		return 0, 0, 0, false
 	}
 	return f[0][0], pp, pg, true
-}
-
-// waitGroupGone polls until the group has no live process or timeout
-// passes (timeout ≤ 0: no limit). It reports whether the group is gone.
-func waitGroupGone(pgid int, timeout time.Duration) bool {
-	start := time.Now()
-	delay := time.Millisecond
-	for groupAlive(pgid) {
-		if timeout > 0 && time.Since(start) > timeout {
-			return false
-		}
-		time.Sleep(delay)
-		delay = min(delay*2, 50*time.Millisecond)
-	}
-	return true
 }
 
 // killGroup sends sig to the process group pgid, ignoring a group that is

@@ -1,28 +1,16 @@
-package cli
+package lockbench
 
 import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"math"
 	mrand "math/rand/v2"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/sema-dev/sema"
 )
-
-// pivotResult is the lock-wait distribution of one configuration. The p99
-// comes with its 95% confidence interval [p99lo, p99hi]: with n waits, the
-// true 99th percentile lies between these two order statistics with 95%
-// probability, whatever the distribution.
-type pivotResult struct {
-	n             int
-	avg, p99, max time.Duration
-	p99lo, p99hi  time.Duration
-}
 
 // pivotLocker takes the lock guarding one data file: key is a server index,
 // or -1 for the global file. It returns how long it waited.
@@ -35,7 +23,7 @@ type pivotLocker interface {
 // lockers are set up once, then it runs in slices, interleaved with the
 // other locks' slices so that every lock sees the same host load.
 type pivotCase struct {
-	o       pivotOptions
+	o       PivotOptions
 	servers int
 	lock    string
 	layout  string
@@ -47,32 +35,32 @@ type pivotCase struct {
 
 // newPivotCase sets up the files and the workers' lockers, and takes every
 // lock once.
-func newPivotCase(ctx context.Context, o pivotOptions, servers int, lock, layout string) (_ *pivotCase, err error) {
+func newPivotCase(ctx context.Context, o PivotOptions, servers int, lock, layout string) (_ *pivotCase, err error) {
 	c := &pivotCase{o: o, servers: servers, lock: lock, layout: layout,
-		dir: filepath.Join(o.dir, fmt.Sprintf("%s-%s-%d", lock, layout, servers))}
+		dir: filepath.Join(o.Dir, fmt.Sprintf("%s-%s-%d", lock, layout, servers))}
 	defer func() {
 		if err != nil {
 			c.close()
 		}
 	}()
-	if err := setupPivotFiles(c.dir, servers, layout, o.payload); err != nil {
+	if err := setupPivotFiles(c.dir, servers, layout, o.Payload); err != nil {
 		return nil, err
 	}
 	prefix := "bench-pivot/" + rand.Text()[:8] + "/" // fresh names for every case
-	if lock == "sema" && isMemURL(o.backend) {
-		b, err := openBackend(ctx, o.backend, o.getenv)
+	if lock == "sema" && IsMemURL(o.Backend) {
+		b, err := o.Open(ctx)
 		if err != nil {
 			return nil, err
 		}
 		c.shared = sema.New(b)
 	}
-	c.lockers = make([]pivotLocker, o.workers)
+	c.lockers = make([]pivotLocker, o.Workers)
 	for i := range c.lockers {
 		if c.shared != nil {
 			c.lockers[i] = &semaLocker{c: c.shared, prefix: prefix, sems: map[int]*sema.Semaphore{}, shared: true}
 			continue
 		}
-		if c.lockers[i], err = newPivotLocker(ctx, lock, o.backend, c.dir, prefix, o.getenv); err != nil {
+		if c.lockers[i], err = newPivotLocker(ctx, lock, o.Open, c.dir, prefix); err != nil {
 			return nil, err
 		}
 	}
@@ -102,7 +90,7 @@ func (c *pivotCase) run(ctx context.Context, d time.Duration) error {
 		wg    sync.WaitGroup
 	)
 	deadline := time.Now().Add(d)
-	for w := range c.o.workers {
+	for w := range c.o.Workers {
 		wg.Go(func() {
 			mine, err := c.work(ctx, w, deadline)
 			mu.Lock()
@@ -120,7 +108,7 @@ func (c *pivotCase) run(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// The seed's exclusion check: every update is in the files, none lost
+	// The exclusion check: every update is in the files, none lost
 	// to a concurrent read-modify-write.
 	recorded, err := countUpdates(c.dir, c.servers, c.layout)
 	if err != nil {
@@ -149,7 +137,7 @@ func (c *pivotCase) work(ctx context.Context, w int, deadline time.Time) ([]time
 		}
 	}
 	var mine []time.Duration
-	if !sleep(time.Duration(rng.Int64N(int64(c.o.interval) + 1))) { // spread the starts
+	if !sleep(time.Duration(rng.Int64N(int64(c.o.Interval) + 1))) { // spread the starts
 		return mine, nil
 	}
 	l := c.lockers[w]
@@ -170,28 +158,28 @@ func (c *pivotCase) work(ctx context.Context, w int, deadline time.Time) ([]time
 			return mine, err
 		}
 		mine = append(mine, wait)
-		if !sleep(time.Duration(float64(c.o.interval) * (0.5 + rng.Float64()))) {
+		if !sleep(time.Duration(float64(c.o.Interval) * (0.5 + rng.Float64()))) {
 			return mine, nil
 		}
 	}
 	return mine, nil
 }
 
-// runPivot runs one configuration alone for o.duration.
-func runPivot(ctx context.Context, o pivotOptions, servers int, lock, layout string) (pivotResult, error) {
+// runPivot runs one configuration alone for o.Duration.
+func runPivot(ctx context.Context, o PivotOptions, servers int, lock, layout string) (pivotResult, error) {
 	c, err := newPivotCase(ctx, o, servers, lock, layout)
 	if err != nil {
 		return pivotResult{}, err
 	}
 	defer c.close()
-	if err := c.run(ctx, o.duration); err != nil {
+	if err := c.run(ctx, o.Duration); err != nil {
 		return pivotResult{}, err
 	}
 	return summarize(c.waits), nil
 }
 
 // warmUp takes and releases every lock once, so that the runs measure the
-// steady state of an installation whose lock files exist, as the seed did.
+// steady state of an installation whose lock files exist.
 func warmUp(ctx context.Context, l pivotLocker, servers int, layout string) error {
 	keys := []int{-1}
 	if layout == "sharded" {
@@ -217,29 +205,4 @@ func cmpOr(a, b error) error {
 		return a
 	}
 	return b
-}
-
-func summarize(ws []time.Duration) pivotResult {
-	if len(ws) == 0 {
-		return pivotResult{}
-	}
-	slices.Sort(ws)
-	var sum time.Duration
-	for _, w := range ws {
-		sum += w
-	}
-	n := len(ws)
-	i := (n*99+99)/100 - 1 // nearest-rank p99
-	lo, hi := quantileCI(n, 0.99)
-	return pivotResult{n: n, avg: sum / time.Duration(n), p99: ws[i], max: ws[n-1], p99lo: ws[lo], p99hi: ws[hi]}
-}
-
-// quantileCI returns the 0-based ranks of the order statistics that bound
-// the q-quantile of n samples with about 95% confidence (normal
-// approximation of the binomial count of samples below the quantile).
-func quantileCI(n int, q float64) (lo, hi int) {
-	sd := 1.96 * math.Sqrt(float64(n)*q*(1-q))
-	lo = int(math.Floor(float64(n)*q-sd)) - 1
-	hi = int(math.Ceil(float64(n)*q+sd)) - 1
-	return min(max(lo, 0), n-1), min(max(hi, 0), n-1)
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package cli
+package lockbench
 
 // growFDTable is a no-op where the descriptor table needs no warming up.
 func growFDTable(int) {}
