@@ -27,7 +27,7 @@ type Backend struct {
 	epoch time.Time // base of now()
 
 	mu    sync.Mutex
-	recs  map[string]*rec // the leases this backend granted, by lease ID
+	recs  map[string]*rec  // the leases this backend granted, by lease ID
 	waits map[waitKey]bool // the Acquire calls of this backend in flight
 	pool  leasePool
 	local locals
