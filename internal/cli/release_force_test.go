@@ -29,18 +29,18 @@ func TestForceReleaseNoOverlap(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			be, dir := tc.backend(t), t.TempDir()
-			ready, inUse := filepath.Join(dir, "ready"), filepath.Join(dir, "in-use")
-			// The old job marks the resource in use until it has finished
-			// its cleanup, a while after its SIGTERM.
+			ready := filepath.Join(dir, "ready")
+			// The old job goes on a while after its SIGTERM (within sema
+			// run's grace, ttl/10).
 			holder := startSema(t, be, "run", "--ttl", "3s", "nightly", "--", "sh", "-c",
-				"trap 'sleep 0.3; rm -f "+inUse+"; exit 0' TERM; touch "+inUse+"; echo $$ > "+ready+"; while :; do sleep 0.05; done")
-			waitFile(t, ready, holder)
+				"trap 'sleep 0.1; exit 0' TERM; echo $$ > "+ready+"; while :; do sleep 0.05; done")
+			pid := strings.TrimSpace(waitFile(t, ready, holder))
 			stdout, stderr, code := runSema(t, be, "release", "--force", "nightly")
 			if code != 0 || !strings.Contains(stdout, "its permits free at") {
 				t.Fatalf("release --force: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 			}
 			_, stderr, code = runSema(t, be, "run", "--wait", "30s", "nightly", "--", "sh", "-c",
-				"if [ -e "+inUse+" ]; then echo 'the old job still runs' >&2; exit 3; fi")
+				"if kill -0 "+pid+" 2>/dev/null; then echo 'the old job still runs' >&2; exit 3; fi")
 			if code != 0 {
 				t.Fatalf("the next job: exit %d (3: it ran beside the old one); stderr %q", code, stderr)
 			}
