@@ -139,7 +139,9 @@ func (c *Client) List(ctx context.Context, prefix string) ([]Status, error) {
 // else before the leases' expiry as the backend knows it — when no holder
 // can still believe its lease valid — unless a holder releases first. The
 // returned holders' ExpiresAt says when that is. [ForceNow] frees the
-// permits at once, for a holder known to be dead.
+// permits at once, for a holder known to be dead. A holder learns at its
+// next renewal (within TTL/3 with keepalive on): its lease then ends with
+// [ErrForceReleased].
 func (c *Client) ForceRelease(ctx context.Context, name, id string, opts ...ForceOption) ([]Holder, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
