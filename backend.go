@@ -67,9 +67,27 @@ type Inspector interface {
 // ForceReleaser is implemented by backends that let an admin end leases they
 // do not hold. With id == "" every holder of name is released. It returns
 // the released holders, or an error wrapping [ErrNotHeld] if there were none.
-// A later Renew of a force-released lease should wrap [ErrForceReleased].
+//
+// The lease ends for its holder at once: its next Renew fails with an error
+// wrapping [ErrForceReleased]. Unless opts.Now is set, its permits stay
+// taken until the lease's expiry as the backend knows it (a lock-delay: the
+// holder may still believe the lease valid until then), or until its holder
+// releases it; that Release frees them and returns an error wrapping
+// [ErrForceReleased]. Describe shows such a holder with
+// [Holder.ForceReleased] set. A default force-release of a lease already
+// force-released returns it again and changes nothing; with opts.Now it
+// frees its permits. With opts.Now the permits go to the waiters at once.
 type ForceReleaser interface {
-	ForceRelease(ctx context.Context, name, id string) ([]Holder, error)
+	ForceRelease(ctx context.Context, name, id string, opts ForceOptions) ([]Holder, error)
+}
+
+// ForceOptions tells a [ForceReleaser] how to end leases; the zero value is
+// the safe default. Callers of [Client.ForceRelease] set it with
+// [ForceOption]s.
+type ForceOptions struct {
+	// Now frees the permits at once instead of at the lease's expiry: for
+	// an operator who knows the holder is dead.
+	Now bool
 }
 
 // Declarer is implemented by backends that declare their guarantees. Every
@@ -170,6 +188,10 @@ type Holder struct {
 	ExpiresAt  time.Time `json:"expires_at"`
 	Host       string    `json:"host,omitempty"`
 	PID        int       `json:"pid,omitempty"`
+	// ForceReleased: an admin force-released the lease; it is over for its
+	// holder, and its permits free at ExpiresAt or when its holder releases
+	// it, whichever comes first.
+	ForceReleased bool `json:"force_released,omitempty"`
 }
 
 // WaiterInfo describes one queued request.

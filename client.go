@@ -133,7 +133,16 @@ func (c *Client) List(ctx context.Context, prefix string) ([]Status, error) {
 // ForceRelease ends leases of name that the caller may not hold: the one with
 // lease ID id, or all of them if id is empty. It is an admin tool: each call
 // is logged at Warn level as an audit line.
-func (c *Client) ForceRelease(ctx context.Context, name, id string) ([]Holder, error) {
+//
+// The leases end for their holders at once (their renewals fail with
+// [ErrForceReleased]), but by default their permits are granted to nobody
+// else before the leases' expiry as the backend knows it — when no holder
+// can still believe its lease valid — unless a holder releases first. The
+// returned holders' ExpiresAt says when that is. [ForceNow] frees the
+// permits at once, for a holder known to be dead. A holder learns at its
+// next renewal (within TTL/3 with keepalive on): its lease then ends with
+// [ErrForceReleased].
+func (c *Client) ForceRelease(ctx context.Context, name, id string, opts ...ForceOption) ([]Holder, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -146,9 +155,14 @@ func (c *Client) ForceRelease(ctx context.Context, name, id string) ([]Holder, e
 	if !ok {
 		return nil, fmt.Errorf("%w: backend cannot force-release", ErrInvalidArgument)
 	}
-	hs, err := fr.ForceRelease(ctx, name, id)
+	var o ForceOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	hs, err := fr.ForceRelease(ctx, name, id, o)
 	for _, h := range hs {
-		c.log.Warn("sema: force-release", "name", name, "lease", h.ID, "owner", h.Owner, "token", h.Token)
+		c.log.Warn("sema: force-release", "name", name, "lease", h.ID, "owner", h.Owner, "token", h.Token,
+			"now", o.Now, "expires", h.ExpiresAt)
 	}
 	return hs, err
 }

@@ -104,3 +104,11 @@ func (c *acquireConfig) resolve() error {
 	}
 	return nil
 }
+
+// ForceOption configures one [Client.ForceRelease].
+type ForceOption func(*ForceOptions)
+
+// ForceNow frees the force-released permits at once instead of at the
+// leases' expiry. Use it only for a holder known to be dead: one still
+// running may go on beside the next holder until it learns of the loss.
+func ForceNow() ForceOption { return func(o *ForceOptions) { o.Now = true } }

@@ -124,7 +124,9 @@ func Run(t *testing.T, cfg Config) {
 		{"LeaseSurvivesReopen", testReopenHeld},
 		{"DescribeAndList", testDescribe},
 		{"NamesLikePathsAndQueries", testNames},
-		{"ForceRelease", testForceRelease},
+		{"ForceReleaseDelaysWaiters", testForceReleaseDelays},
+		{"ForceReleaseNow", testForceReleaseNow},
+		{"ForceReleasedHolderReleases", testForceReleasedHolderReleases},
 		{"StalledBackendCancelsLease", testStalledBackend},
 		{"Do", testDo},
 	}

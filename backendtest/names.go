@@ -73,7 +73,7 @@ func testNames(t *testing.T, e *env) {
 	}
 	for i, l := range leases {
 		if fr, ok := e.b.(sema.ForceReleaser); ok && i == 0 {
-			if hs, err := fr.ForceRelease(ctx, names[i], ""); err != nil || len(hs) != 1 || hs[0].Token != l.Token() {
+			if hs, err := fr.ForceRelease(ctx, names[i], "", sema.ForceOptions{Now: true}); err != nil || len(hs) != 1 || hs[0].Token != l.Token() {
 				t.Errorf("ForceRelease(%q) = %+v, %v", names[i], hs, err)
 			}
 			_ = l.Release(ctx)

@@ -51,8 +51,14 @@
 //     yours in the same Txn.
 //   - Expiry by etcd's clock: a holder that dies frees its permits when its
 //     etcd lease expires, within its TTL and about half a second.
-//   - Force-release ends holders at once and marks them, so that a holder
-//     still alive learns at its next renewal (sema.ErrForceReleased).
+//   - Force-release marks holders, so that a holder still alive learns at
+//     its next renewal (sema.ErrForceReleased), which no longer keeps its
+//     etcd lease alive; their entries, and so their permits, stay until
+//     their etcd leases expire or their holders release them, unless
+//     ForceOptions.Now deletes them at once. A renewal already past its
+//     check when the mark lands extends the etcd lease one last time: the
+//     permits then free up to one TTL later, never earlier. The holder is
+//     not told by the watch: it learns at its next renewal.
 //
 // # Caveats
 //

@@ -242,7 +242,7 @@ func TestGarbageEntry(t *testing.T) {
 	if err != nil || len(st.Holders) != 1 || !strings.Contains(st.Holders[0].Owner, "unreadable") {
 		t.Fatalf("Describe = %+v, %v", st, err)
 	}
-	if hs, err := b.ForceRelease(ctx, "g", ""); err != nil || len(hs) != 1 {
+	if hs, err := b.ForceRelease(ctx, "g", "", sema.ForceOptions{Now: true}); err != nil || len(hs) != 1 {
 		t.Fatalf("ForceRelease = %+v, %v", hs, err)
 	}
 	l, err := cl.Semaphore("g", 2).TryAcquire(ctx, sema.WithWeight(2))

@@ -81,7 +81,33 @@ func (b *Backend) statuses(ctx context.Context, op, kp, name string) ([]sema.Sta
 	if err := b.expiries(ctx, leases, es); err != nil {
 		return nil, b.fail(op, err)
 	}
+	if err := b.markForced(ctx, leases); err != nil {
+		return nil, b.fail(op, err)
+	}
 	return sts, nil
+}
+
+// markForced sets ForceReleased on the holders whose force-release mark
+// exists, asking etcd about a hundred at a time.
+func (b *Backend) markForced(ctx context.Context, hs []*sema.Holder) error {
+	for len(hs) > 0 {
+		n := min(len(hs), 100)
+		ops := make([]clientv3.Op, n)
+		for i, h := range hs[:n] {
+			ops[i] = clientv3.OpGet(b.k.forcedKey(h.ID), clientv3.WithCountOnly())
+		}
+		cctx, cancel := b.call(ctx)
+		resp, err := b.cli.Txn(cctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return err
+		}
+		for i, h := range hs[:n] {
+			h.ForceReleased = h.ID != "" && resp.Responses[i].GetResponseRange().Count > 0
+		}
+		hs = hs[n:]
+	}
+	return nil
 }
 
 // expiries fills in the expiry of holders: for a lease this backend
@@ -143,12 +169,14 @@ func setRenewed(h *sema.Holder, ttl int64) {
 }
 
 // ForceRelease ends the holders of name (all, or the one with lease ID
-// id) whatever their owners: one Txn deletes their entries, if they are
-// still the ones read, and marks each lease force-released (a key kept a
-// while on an etcd lease of its own), so that the holder's next renewal
-// reports sema.ErrForceReleased; their etcd leases are then revoked. Waiters are not touched: the freed permits go
-// to them in order.
-func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Holder, error) {
+// id) whatever their owners: one Txn marks each lease force-released (a
+// key kept a while on an etcd lease of its own), if their entries are
+// still the ones read, so that the holder's next renewal reports
+// sema.ErrForceReleased. Unless opts.Now, the entries stay until their
+// etcd leases expire (or their holders release them); with opts.Now the
+// same Txn deletes them and their etcd leases are then revoked. Waiters
+// are not touched: the freed permits go to them in order.
+func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
 	if err := sema.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -170,14 +198,18 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Hol
 		var ops []clientv3.Op
 		var hs []sema.Holder
 		var ls []clientv3.LeaseID
+		var es []*entry
 		for i, h := range st.Holders {
 			e := &q.entries[i]
 			if id != "" && e.id != id {
 				continue
 			}
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev))
-			ops = append(ops, clientv3.OpDelete(e.key))
-			hs, ls = append(hs, h), append(ls, e.lease)
+			if opts.Now {
+				ops = append(ops, clientv3.OpDelete(e.key))
+			}
+			h.ForceReleased = true
+			hs, ls, es = append(hs, h), append(ls, e.lease), append(es, e)
 		}
 		if len(hs) == 0 {
 			return nil, fmt.Errorf("etcd: %s: %w", op, sema.ErrNotHeld)
@@ -208,6 +240,16 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Hol
 		if !resp.Succeeded {
 			b.revokeLater(ml.ID)
 			continue // a holder left meanwhile: read again
+		}
+		if !opts.Now {
+			ptrs := make([]*sema.Holder, len(hs))
+			for i := range hs {
+				ptrs[i] = &hs[i]
+			}
+			if err := b.expiries(ctx, ptrs, es); err != nil {
+				b.log.Debug("etcd: force-release: reading the expiries", "name", name, "err", err)
+			}
+			return hs, nil
 		}
 		for _, l := range ls {
 			b.revokeLater(l)

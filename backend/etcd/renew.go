@@ -10,9 +10,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Renew extends a live lease: a keepalive of its etcd lease, and beside it
-// a read of its entry, which must still be the one granted (same create
-// revision, same etcd lease). It never re-creates anything: a lease whose
+// Renew extends a live lease: a read of its entry, which must still be the
+// one granted (same create revision, same etcd lease) and not marked
+// force-released, then a keepalive of its etcd lease. A force-release
+// between the two lets the keepalive extend the lease once more (its
+// permits free one TTL later, never earlier). It never re-creates anything: a lease whose
 // entry or etcd lease is gone is lost (sema.ErrForceReleased if an admin
 // ended it, else sema.ErrExpired). etcd renews a lease by the TTL it was
 // granted with: a ttl longer than that is refused.
@@ -41,24 +43,26 @@ func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration)
 	if r.ttl > 0 && ttlSeconds(ttl) > r.ttl {
 		return sema.Grant{}, tooLong(r.ttl)
 	}
-	kac := make(chan refreshed, 1)
-	go func() {
-		sent, ttl, err := b.refresh(ctx, r.lease)
-		kac <- refreshed{sent, ttl, err}
-	}()
+	// The entry and the force-release mark first: a lease force-released
+	// but still holding its permits is not kept alive.
 	cctx, cancel := b.call(ctx)
-	resp, gerr := b.cli.Get(cctx, r.key)
+	tr, gerr := b.cli.Txn(cctx).Then(clientv3.OpGet(r.key), clientv3.OpGet(b.k.forcedKey(id), clientv3.WithCountOnly())).Commit()
 	cancel()
-	ka := <-kac
+	if gerr != nil {
+		return sema.Grant{}, b.fail(op, gerr)
+	}
+	if tr.Responses[1].GetResponseRange().Count > 0 {
+		return sema.Grant{}, fmt.Errorf("etcd: %s: %w", op, sema.ErrForceReleased)
+	}
+	sent, kttl, kerr := b.refresh(ctx, r.lease)
+	ka := refreshed{sent, kttl, kerr}
 	switch {
-	case errors.Is(ka.err, errLeaseGone) || gerr == nil && !isEntry(resp, r):
+	case errors.Is(ka.err, errLeaseGone) || !isEntry((*clientv3.GetResponse)(tr.Responses[0].GetResponseRange()), r):
 		b.forget(id)
 		b.gone(r.key, r.rev)
 		return sema.Grant{}, fmt.Errorf("etcd: %s: %w", op, b.lossReason(ctx, id))
 	case ka.err != nil:
 		return sema.Grant{}, b.fail(op, ka.err)
-	case gerr != nil:
-		return sema.Grant{}, b.fail(op, gerr)
 	case ttlSeconds(ttl) > ka.ttl:
 		return sema.Grant{}, tooLong(ka.ttl) // found in etcd: its TTL was unknown
 	}
@@ -78,7 +82,8 @@ func isEntry(resp *clientv3.GetResponse, r *rec) bool {
 
 // Release deletes the lease's entry in one Txn that compares its create
 // revision, so a late or repeated release never touches a newer lease. An
-// unknown or expired lease is sema.ErrNotHeld.
+// unknown or expired lease is sema.ErrNotHeld; a force-released one still
+// holding its permits frees them and reports sema.ErrForceReleased.
 func (b *Backend) Release(ctx context.Context, name, id string) error {
 	if err := checkNameID(name, id); err != nil {
 		return err
@@ -97,7 +102,7 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 	cctx, cancel := b.call(ctx)
 	// The create revision names one entry: its key is reused only later.
 	resp, err := b.cli.Txn(cctx).If(clientv3.Compare(clientv3.CreateRevision(r.key), "=", r.rev)).
-		Then(clientv3.OpDelete(r.key)).Commit()
+		Then(clientv3.OpDelete(r.key), clientv3.OpGet(b.k.forcedKey(id), clientv3.WithCountOnly())).Commit()
 	cancel()
 	if err != nil {
 		return b.fail(op, err)
@@ -108,6 +113,9 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 		return fmt.Errorf("etcd: %s: %w", op, sema.ErrNotHeld)
 	}
 	b.retire(r)
+	if resp.Responses[1].GetResponseRange().Count > 0 {
+		return fmt.Errorf("etcd: %s: %w", op, sema.ErrForceReleased)
+	}
 	return nil
 }
 

@@ -114,8 +114,11 @@ func (b *Backend) view(ctx context.Context, path, name string) (*state, error) {
 }
 
 // ForceRelease ends the lease id of name, or all of its leases if id is "".
-// The holders' next renewal fails with sema.ErrForceReleased.
-func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Holder, error) {
+// The holders' next renewal fails with sema.ErrForceReleased. Unless
+// opts.Now, their permits stay taken until the leases expire or their
+// holders release them (or die: the kernel frees a dead holder's leases).
+// Phantom holders of a repaired file are lifted at once.
+func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
 	if err := sema.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -141,11 +144,21 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Hol
 		if id != "" && (h.Phantom || h.ID != id) {
 			return false
 		}
-		out = append(out, h.info())
-		if !h.Phantom {
-			st.revoke(h.ID, h.Expires)
-			delete(nf.leases, h.ID)
+		info := h.info()
+		if h.Phantom {
+			out = append(out, info)
+			return true
 		}
+		info.ForceReleased = true
+		out = append(out, info)
+		if !st.revoked(h.ID) {
+			st.revoke(h.ID, h.Expires)
+			nf.dirty = true
+		}
+		if !opts.Now {
+			return false
+		}
+		delete(nf.leases, h.ID)
 		return true
 	})
 	if len(out) > 0 {

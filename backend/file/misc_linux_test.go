@@ -134,17 +134,17 @@ func TestForceReleaseAcrossBackends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs, err := b2.ForceRelease(ctx(t, 5*time.Second), "job", "")
+	hs, err := b2.ForceRelease(ctx(t, 5*time.Second), "job", "", sema.ForceOptions{Now: true})
 	if err != nil || len(hs) != 1 || hs[0].ID != l.ID() {
 		t.Fatalf("ForceRelease = %+v, %v", hs, err)
 	}
 	if err := l.Refresh(ctx(t, 5*time.Second)); !errors.Is(err, sema.ErrForceReleased) {
 		t.Fatalf("Refresh after force-release: %v", err)
 	}
-	if _, err := b2.ForceRelease(ctx(t, 5*time.Second), "job", ""); !errors.Is(err, sema.ErrNotHeld) {
+	if _, err := b2.ForceRelease(ctx(t, 5*time.Second), "job", "", sema.ForceOptions{}); !errors.Is(err, sema.ErrNotHeld) {
 		t.Fatalf("second ForceRelease: %v", err)
 	}
-	if _, err := b2.ForceRelease(ctx(t, 5*time.Second), "never-used", ""); !errors.Is(err, sema.ErrNotHeld) {
+	if _, err := b2.ForceRelease(ctx(t, 5*time.Second), "never-used", "", sema.ForceOptions{}); !errors.Is(err, sema.ErrNotHeld) {
 		t.Fatalf("ForceRelease of an unknown name: %v", err)
 	}
 }

@@ -211,8 +211,10 @@ func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration)
 	var g sema.Grant
 	err := b.step(ctx, name, false, func(nf *nameFile, st *state, now time.Time) error {
 		i := nf.liveHolder(st, id)
-		if i < 0 {
-			delete(nf.leases, id)
+		if i < 0 || st.revoked(id) {
+			if i < 0 {
+				delete(nf.leases, id)
+			}
 			if err := nf.commit(st, now); err != nil {
 				return err
 			}
@@ -263,6 +265,9 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 		}
 		if i < 0 {
 			return notHeld()
+		}
+		if st.revoked(id) {
+			return fmt.Errorf("file: release %q: %w", name, sema.ErrForceReleased)
 		}
 		return nil
 	})

@@ -56,7 +56,9 @@ type waiterRec struct {
 }
 
 // revokedRec remembers a force-released lease ID until Until, so that its
-// holder's next renewal reports sema.ErrForceReleased.
+// holder's next renewal reports sema.ErrForceReleased. A force-released
+// lease whose permits stay taken until its expiry (the default) keeps its
+// holderRec beside it; its holder can no longer renew it.
 type revokedRec struct {
 	ID    string
 	Until int64
@@ -187,7 +189,9 @@ func (h *holderRec) info() sema.Holder {
 func (s *state) holderInfos() []sema.Holder {
 	hs := make([]sema.Holder, 0, len(s.Holders))
 	for i := range s.Holders {
-		hs = append(hs, s.Holders[i].info())
+		h := s.Holders[i].info()
+		h.ForceReleased = len(s.Revoked) > 0 && !s.Holders[i].Phantom && s.revoked(h.ID)
+		hs = append(hs, h)
 	}
 	slices.SortStableFunc(hs, func(a, b sema.Holder) int {
 		switch {

@@ -257,7 +257,7 @@ func (b *Backend) holderList(e *entry) []sema.Holder {
 		hs = append(hs, sema.Holder{
 			ID: h.id, Owner: h.owner, Token: h.token, Weight: h.weight,
 			AcquiredAt: b.wall(h.acquired), RenewedAt: b.wall(h.renewed), ExpiresAt: b.wall(h.expires),
-			Host: h.host, PID: h.pid,
+			Host: h.host, PID: h.pid, ForceReleased: b.forced(h.id),
 		})
 	}
 	slices.SortFunc(hs, func(a, b sema.Holder) int { return cmp.Compare(a.Token, b.Token) })
@@ -324,7 +324,9 @@ func (b *Backend) List(_ context.Context, prefix string) ([]sema.Status, error) 
 }
 
 // ForceRelease ends the lease id of name, or every lease of name if id is "".
-func (b *Backend) ForceRelease(_ context.Context, name, id string) ([]sema.Holder, error) {
+// Unless opts.Now, the leases keep their permits until they expire or
+// their holders release them.
+func (b *Backend) ForceRelease(_ context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
 	if err := sema.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -334,21 +336,25 @@ func (b *Backend) ForceRelease(_ context.Context, name, id string) ([]sema.Holde
 		return nil, sema.ErrClosed
 	}
 	now := b.now()
-	for rid, until := range b.revoked {
-		if now > until {
-			delete(b.revoked, rid)
-		}
-	}
 	e := b.entry(name)
 	if e == nil {
 		return nil, fmt.Errorf("mem: force-release %q: %w", name, sema.ErrNotHeld)
 	}
 	b.expire(name, e, now)
+	for rid, until := range b.revoked {
+		if now > until {
+			delete(b.revoked, rid)
+		}
+	}
 	var out []sema.Holder
 	for _, h := range b.holderList(e) {
-		if id == "" || h.ID == id {
-			out = append(out, h)
-			b.revoked[h.ID] = h.ExpiresAt.Sub(b.epochWall)
+		if id != "" && h.ID != id {
+			continue
+		}
+		b.revoked[h.ID] = h.ExpiresAt.Sub(b.epochWall)
+		h.ForceReleased = true
+		out = append(out, h)
+		if opts.Now {
 			e.holders.remove(h.ID)
 			e.used -= h.Weight
 		}

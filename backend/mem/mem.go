@@ -204,14 +204,14 @@ func (b *Backend) Renew(_ context.Context, name, id string, ttl time.Duration) (
 	if e != nil {
 		b.expire(name, e, now)
 	}
+	if b.forced(id) {
+		return sema.Grant{}, fmt.Errorf("mem: renew %q: %w", name, sema.ErrForceReleased)
+	}
 	var h *holder
 	if e != nil {
 		h = e.holders.get(id)
 	}
 	if h == nil {
-		if _, ok := b.revoked[id]; ok {
-			return sema.Grant{}, fmt.Errorf("mem: renew %q: %w", name, sema.ErrForceReleased)
-		}
 		return sema.Grant{}, fmt.Errorf("mem: renew %q: %w", name, sema.ErrLeaseLost)
 	}
 	h.renewed = now
@@ -220,7 +220,9 @@ func (b *Backend) Renew(_ context.Context, name, id string, ttl time.Duration) (
 	return b.grantOf(e, name, h), nil
 }
 
-// Release frees a lease by ID. Unknown or expired IDs → ErrNotHeld.
+// Release frees a lease by ID. Unknown or expired IDs → ErrNotHeld; a lease
+// force-released but still holding its permits frees them and reports
+// ErrForceReleased.
 func (b *Backend) Release(_ context.Context, name, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -230,7 +232,19 @@ func (b *Backend) Release(_ context.Context, name, id string) error {
 	if !b.releaseLocked(name, id, b.now()) {
 		return fmt.Errorf("mem: release %q: %w", name, sema.ErrNotHeld)
 	}
+	if b.forced(id) {
+		return fmt.Errorf("mem: release %q: %w", name, sema.ErrForceReleased)
+	}
 	return nil
+}
+
+// forced reports whether lease id was force-released.
+func (b *Backend) forced(id string) bool {
+	if len(b.revoked) == 0 {
+		return false
+	}
+	_, ok := b.revoked[id]
+	return ok
 }
 
 // Close fails every waiter and later call with ErrClosed and drops all state.

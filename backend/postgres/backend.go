@@ -110,7 +110,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		leave:        b.sql("SELECT * FROM {{leave}}($1, $2, $3)"),
 		release:      b.sql("SELECT * FROM {{release}}($1, $2, $3)"),
 		renew:        b.sql("SELECT * FROM {{renew}}($1, $2, $3)"),
-		forceRelease: b.sql("SELECT * FROM {{force_release}}($1, $2, $3)"),
+		forceRelease: b.sql("SELECT * FROM {{force_release}}($1, $2, $3, $4)"),
 		inspect:      b.sql("SELECT * FROM {{inspect}}($1, $2)"),
 		sweep:        b.sql("SELECT {{sweep}}($1)"),
 	}

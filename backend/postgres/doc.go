@@ -81,8 +81,13 @@
 //   - A released lease's permits go to the queue in the release's own
 //     transaction; its waiters learn of it by NOTIFY.
 //   - A force-released lease is marked revoked and keeps its row until its
-//     expiry (holding no permits), so its holder's next renewal fails with
-//     sema.ErrForceReleased.
+//     expiry, so its holder's next renewal fails with
+//     sema.ErrForceReleased; its permits stay taken (holds) until then or
+//     until its holder releases it, unless ForceOptions.Now hands them on
+//     at once. The holder learns at its next renewal, not by NOTIFY.
+//   - Tables of schema version 1 are upgraded in place (a holds column, a
+//     new force_release); processes still running an older sema fail their
+//     force-releases until they are upgraded too.
 //
 // # Caveats
 //

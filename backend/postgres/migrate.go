@@ -15,7 +15,7 @@ import (
 	"github.com/sema-dev/sema"
 )
 
-// The server-side code: tables (schema.sql, version 1) and the functions
+// The server-side code: tables (schema.sql, version 2) and the functions
 // every step calls (functions.sql). {{object}} marks the name of one of the
 // backend's objects; see objectNames.
 var (
@@ -27,7 +27,7 @@ var (
 
 // schemaVersion is the version of the tables and functions this code
 // needs, kept in the version table.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // objects are the backend's tables, sequence, type and functions; each is
 // called Config.TablePrefix + its name, in Config.Schema.
@@ -119,6 +119,8 @@ func (b *Backend) migrate(ctx context.Context) error {
 			}
 			_, err = tx.Exec(ctx, b.sql("INSERT INTO {{version}} (version) VALUES ($1)"), int32(schemaVersion))
 			return err
+		case v == 1:
+			return b.upgrade1(ctx, tx)
 		case v > schemaVersion:
 			return errNewerSchema(v)
 		}
@@ -129,6 +131,24 @@ func (b *Backend) migrate(ctx context.Context) error {
 	}
 	if err != nil {
 		return b.wrap("create the tables", "", err)
+	}
+	return nil
+}
+
+// upgrade1 brings version 1 tables to version 2: force-released leases may
+// keep their permits (holds), and force_release takes whether to free them
+// now. Processes still running the version 1 code fail their
+// force-releases until they are upgraded too.
+func (b *Backend) upgrade1(ctx context.Context, tx pgx.Tx) error {
+	for _, text := range []string{
+		"ALTER TABLE {{leases}} ADD COLUMN IF NOT EXISTS holds boolean NOT NULL DEFAULT false",
+		"DROP FUNCTION IF EXISTS {{force_release}}(text, text, text)",
+		functionsSQL,
+		"UPDATE {{version}} SET version = 2",
+	} {
+		if _, err := tx.Exec(ctx, b.sql(text)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

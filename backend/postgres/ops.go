@@ -117,8 +117,9 @@ func checkNameID(name, id string) error {
 }
 
 // Release frees the lease id of name and hands its permits to the waiters
-// in the same transaction. An unknown, expired or force-released lease is
-// sema.ErrNotHeld.
+// in the same transaction. An unknown or expired lease is sema.ErrNotHeld;
+// a force-released one whose permits were still taken frees them and
+// reports sema.ErrForceReleased.
 func (b *Backend) Release(ctx context.Context, name, id string) error {
 	if err := checkNameID(name, id); err != nil {
 		return fmt.Errorf("postgres: release: %w (%w)", sema.ErrNotHeld, err)
@@ -137,6 +138,8 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 	switch st.kind {
 	case kindReleased:
 		return nil
+	case kindRevoked:
+		return fmt.Errorf("postgres: release %q: %w", name, sema.ErrForceReleased)
 	case kindNotHeld:
 		return fmt.Errorf("postgres: release %q: %w", name, sema.ErrNotHeld)
 	}
@@ -144,10 +147,11 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 }
 
 // ForceRelease ends the lease id of name, or every lease of name if id is
-// "", and hands the permits on. The revoked leases stay in the table until
-// their expiry, so that their holders' renewals fail with
-// sema.ErrForceReleased.
-func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Holder, error) {
+// "". The revoked leases stay in the table until their expiry, so that
+// their holders' renewals fail with sema.ErrForceReleased; unless opts.Now
+// (which hands the permits on at once) their permits stay taken until
+// then, or until their holders release them.
+func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
 	if err := sema.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -159,7 +163,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Hol
 	if b.closed.Load() {
 		return nil, sema.ErrClosed
 	}
-	rs, err := b.call(ctx, "force-release", name, b.stmt.forceRelease, name, id, b.channel(name))
+	rs, err := b.call(ctx, "force-release", name, b.stmt.forceRelease, name, id, b.channel(name), opts.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +176,9 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Hol
 		}
 		switch r.kind {
 		case kindHolder:
-			hs = append(hs, r.holder())
+			h := r.holder()
+			h.ForceReleased = true
+			hs = append(hs, h)
 		case kindGrant:
 			granted = append(granted, *r)
 		}
@@ -229,11 +235,13 @@ func (b *Backend) inspect(ctx context.Context, name string, prefix bool) ([]sema
 		}
 		st := &out[len(out)-1]
 		switch r.kind {
-		case kindHolder:
+		case kindHolder, kindForced:
 			if err := r.checkLease(); err != nil {
 				return nil, b.wrap(op, name, err)
 			}
-			st.Holders = append(st.Holders, r.holder())
+			h := r.holder()
+			h.ForceReleased = r.kind == kindForced
+			st.Holders = append(st.Holders, h)
 			st.Used += r.weight
 		case kindWaiter:
 			st.Waiters = append(st.Waiters, sema.WaiterInfo{

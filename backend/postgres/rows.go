@@ -24,6 +24,7 @@ const (
 	kindQueued   = "queued"   // the asked request waits; n: µs until the next look, -1 none
 	kindHeld     = "held"     // not granted; n: waiters; followed by holder rows
 	kindHolder   = "holder"   // a live lease
+	kindForced   = "forced"   // a force-released lease whose permits are still taken
 	kindWaiter   = "waiter"   // a queued request (token: its ticket)
 	kindMismatch = "mismatch" // the name has another limit (lim)
 	kindRevoked  = "revoked"  // the lease was force-released

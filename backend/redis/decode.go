@@ -41,7 +41,7 @@ func decodeHolder(id, rec string) (holderRecord, error) {
 		return h, errRecord
 	}
 	f := strings.Split(nums[1:], " ")
-	if len(f) != 6 || (f[5] != "0" && f[5] != "1") {
+	if len(f) != 6 || (f[5] != "0" && f[5] != "1" && f[5] != "2") {
 		return h, errRecord
 	}
 	w, err1 := strconv.ParseInt(f[0], 10, 64)
@@ -53,7 +53,8 @@ func decodeHolder(id, rec string) (holderRecord, error) {
 	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil || w < 1 {
 		return h, errRecord
 	}
-	h.Holder = sema.Holder{ID: id, Owner: owner, Token: tok, Weight: w, AcquiredAt: acq, RenewedAt: ren, ExpiresAt: exp, Host: host, PID: pid}
+	h.Holder = sema.Holder{ID: id, Owner: owner, Token: tok, Weight: w, AcquiredAt: acq, RenewedAt: ren, ExpiresAt: exp, Host: host, PID: pid,
+		ForceReleased: f[5] == "2"}
 	h.revoked = f[5] == "1"
 	return h, nil
 }

@@ -19,8 +19,13 @@ func TestDecodeHolder(t *testing.T) {
 	if h.Holder != want || h.revoked {
 		t.Fatalf("got %+v, want %+v", h, want)
 	}
+	// Force-released, its permits still taken until it expires.
+	h, err = decodeHolder("id1", "h2 1795466085669684 1795466085669 1795466100669 1795466090000 2\x1f42\x1falice\x1fhost-a")
+	if want.ForceReleased = true; err != nil || h.Holder != want || h.revoked {
+		t.Fatalf("force-released, permits taken: got %+v, %v; want %+v", h, err, want)
+	}
 	for _, bad := range []string{
-		"", "h", "w1 2 3 4 5\x1f1\x1fo\x1fh", "h1 2 3 4 5 2\x1f1\x1fo\x1fh", "h0 2 3 4 5 0\x1f1\x1fo\x1fh",
+		"", "h", "w1 2 3 4 5\x1f1\x1fo\x1fh", "h1 2 3 4 5 3\x1f1\x1fo\x1fh", "h0 2 3 4 5 0\x1f1\x1fo\x1fh",
 		"h1 2 3 4 5 0\x1f1\x1fo", "h1 2 3 4 5 0\x1f-1\x1fo\x1fh", "h1 x 3 4 5 0\x1f1\x1fo\x1fh",
 		"h1 2 3 4 5 0 7\x1f1\x1fo\x1fh", "h1 2 3 4 5 0\x1f1\x1fo\x1fh\x1fextra",
 	} {

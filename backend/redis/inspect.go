@@ -93,9 +93,11 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]sema.Status, error
 }
 
 // ForceRelease ends the lease id of name, or all of its leases if id is
-// empty, and hands the permits to the waiters. A later Renew of such a
-// lease wraps sema.ErrForceReleased.
-func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Holder, error) {
+// empty. A later Renew of such a lease wraps sema.ErrForceReleased. With
+// opts.Now the permits go to the waiters at once; by default they stay
+// taken until the leases expire by Redis's clock or their holders release
+// them.
+func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
 	if b.closed.Load() {
 		return nil, sema.ErrClosed
 	}
@@ -107,7 +109,11 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Hol
 			return nil, err
 		}
 	}
-	v, _, err := b.run(ctx, forceScript, name, id, b.live)
+	now := "0"
+	if opts.Now {
+		now = "1"
+	}
+	v, _, err := b.run(ctx, forceScript, name, id, b.live, now)
 	if err != nil {
 		return nil, wrap("force-release", name, err)
 	}
@@ -121,6 +127,9 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Hol
 	}
 	if len(hs) == 0 {
 		return nil, fmt.Errorf("redis: force-release %q: %w", name, sema.ErrNotHeld)
+	}
+	for i := range hs {
+		hs[i].ForceReleased = true
 	}
 	return hs, nil
 }

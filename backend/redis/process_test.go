@@ -248,7 +248,7 @@ func TestServeGateway(t *testing.T) {
 	if code != 0 || !strings.Contains(out, name) {
 		t.Fatalf("sema ls: exit %d\n%s%s", code, out, errOut)
 	}
-	if out, errOut, code = semaRun(t, "release", "--backend", url, "--force", name); code != 0 {
+	if out, errOut, code = semaRun(t, "release", "--backend", url, "--force", "--now", name); code != 0 {
 		t.Fatalf("sema release --force: exit %d\n%s%s", code, out, errOut)
 	}
 	if err := l2.Refresh(bg(t)); err == nil {

@@ -330,6 +330,8 @@ func (b *Backend) release(ctx context.Context, name, id string) error {
 	switch v {
 	case int64(1):
 		return nil
+	case int64(2):
+		return fmt.Errorf("redis: release %q: lease %s: %w", name, id, sema.ErrForceReleased)
 	case int64(0):
 		return fmt.Errorf("redis: release %q: lease %s: %w", name, id, sema.ErrNotHeld)
 	}

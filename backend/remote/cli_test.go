@@ -58,7 +58,7 @@ func TestCLIAgainstServer(t *testing.T) {
 		}
 	})
 	t.Run("release (force)", func(t *testing.T) {
-		stdout, stderr, code := runSema(t, "release", be, "--force", name)
+		stdout, stderr, code := runSema(t, "release", be, "--force", "--now", name)
 		if code != 0 {
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 		}

@@ -49,7 +49,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]sema.Status, error
 
 // ForceRelease ends the lease id of name, or every lease of name if id is
 // empty (POST /v1/force-release, an admin call).
-func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Holder, error) {
+func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
 	if err := sema.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Hol
 		return nil, sema.ErrClosed
 	}
 	var resp wire.ForceReleaseResponse
-	in := wire.ForceReleaseRequest{Name: name, ID: id}
+	in := wire.ForceReleaseRequest{Name: name, ID: id, Now: opts.Now}
 	if err := b.callJSON(ctx, "force-release", name, http.MethodPost, b.uForce, in.Append(nil), &resp); err != nil {
 		return nil, err
 	}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/human"
 )
 
-const releaseSynopsis = "sema release --force [--lease ID] NAME"
+const releaseSynopsis = "sema release --force [--now] [--lease ID] NAME"
 
 // releaseCmd force-releases leases: an admin tool, audited on stderr.
 var releaseCmd = &command{
@@ -20,6 +21,7 @@ var releaseCmd = &command{
 		backend := backendFlag(fs)
 		force := fs.Bool("force", false, "required: end leases held by someone else (their jobs are terminated by sema run)")
 		id := fs.String("lease", "", "release only the lease with this `ID` (see sema status); default: every holder")
+		now := fs.Bool("now", false, "free the permits at once, for a holder known to be dead (default: they free when the lease expires, as its holder may still run until then)")
 		if code, done := parseFlags(fs, args); done {
 			return code
 		}
@@ -47,10 +49,14 @@ var releaseCmd = &command{
 			return code
 		}
 		defer c.Close()
-		hs, err := c.ForceRelease(ctx, name, *id)
+		var opts []sema.ForceOption
+		if *now {
+			opts = append(opts, sema.ForceNow())
+		}
+		hs, err := c.ForceRelease(ctx, name, *id, opts...)
 		for _, h := range hs {
-			fmt.Fprintf(env.Stdout, "released %q lease %s (owner %s, token %d, weight %d, held for %s)\n",
-				human.Line(name), h.ID, human.Line(h.Owner), h.Token, h.Weight, human.Age(h.AcquiredAt))
+			fmt.Fprintf(env.Stdout, "released %q lease %s (owner %s, token %d, weight %d, held for %s); %s\n",
+				human.Line(name), h.ID, human.Line(h.Owner), h.Token, h.Weight, human.Age(h.AcquiredAt), freesWhen(h, *now))
 		}
 		switch {
 		case errors.Is(err, sema.ErrNotHeld) && *id != "":
@@ -68,4 +74,17 @@ var releaseCmd = &command{
 		}
 		return ExitOK
 	},
+}
+
+// freesWhen says when the permits of a force-released holder free.
+func freesWhen(h sema.Holder, now bool) string {
+	if now || h.ExpiresAt.IsZero() {
+		return "its permits are free now"
+	}
+	left := time.Until(h.ExpiresAt).Round(100 * time.Millisecond)
+	if left <= 0 {
+		return "its permits are free now"
+	}
+	return fmt.Sprintf("its permits free at %s (in %v) or when its holder exits, whichever is first",
+		h.ExpiresAt.Local().Format(time.TimeOnly), left)
 }

@@ -70,8 +70,12 @@ func printStatus(w io.Writer, st sema.Status) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  LEASE\tOWNER\tTOKEN\tWEIGHT\tHELD FOR\tEXPIRES\tHOST\tPID")
 		for _, h := range st.Holders {
+			expires := until(h.ExpiresAt)
+			if h.ForceReleased { // over for its holder; its permits free then
+				expires += " (force-released)"
+			}
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", dash(h.ID), dash(human.Line(h.Owner)), h.Token, h.Weight,
-				human.Age(h.AcquiredAt), until(h.ExpiresAt), dash(human.Line(h.Host)), pid(h.PID))
+				human.Age(h.AcquiredAt), expires, dash(human.Line(h.Host)), pid(h.PID))
 		}
 		tw.Flush()
 	}

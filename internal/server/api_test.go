@@ -67,13 +67,21 @@ func TestAPIEndToEnd(t *testing.T) {
 	// Force-release (admin), then bob's renew reports why.
 	r = ts.do("POST", wire.PathForceRelease, adminTok, wire.ForceReleaseRequest{Name: name})
 	var fr wire.ForceReleaseResponse
-	if r.status != 200 || json.Unmarshal([]byte(r.raw), &fr) != nil || len(fr.Released) != 1 || fr.Released[0].Token != l2.Token {
+	if r.status != 200 || json.Unmarshal([]byte(r.raw), &fr) != nil || len(fr.Released) != 1 || fr.Released[0].Token != l2.Token ||
+		!fr.Released[0].ForceReleased {
 		t.Errorf("force-release: %d %s", r.status, r.raw)
+	}
+	if st := ts.describe(aliceTok, name); len(st.Holders) != 1 || !st.Holders[0].ForceReleased || st.Used != 1 {
+		t.Errorf("after a force-release, its permit stays taken until its expiry: %s", mustJSON(st))
 	}
 	r = ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: name, ID: l2.ID})
 	wantErr(t, r, 410, wire.CodeLeaseLost)
 	if r.env.Error != nil && r.env.Error.Reason != wire.ReasonForceReleased {
 		t.Errorf("renew after force-release: reason %q", r.env.Error.Reason)
+	}
+	// Now: the permit is free at once.
+	if r := ts.do("POST", wire.PathForceRelease, adminTok, wire.ForceReleaseRequest{Name: name, Now: true}); r.status != 200 {
+		t.Errorf("force-release now: %d %s", r.status, r.raw)
 	}
 	wantErr(t, ts.do("POST", wire.PathForceRelease, adminTok, wire.ForceReleaseRequest{Name: name}), 404, wire.CodeNotHeld)
 	if st := ts.describe(aliceTok, name); len(st.Holders) != 0 || st.Holders == nil || st.Waiters == nil {
@@ -90,7 +98,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	}
 	r = ts.do("GET", wire.PathMetrics, "", nil)
 	for _, m := range []string{"sema_grants_total 3", "sema_holders 0", `sema_http_requests_total{code="not_acquired",route="acquire"} 1`,
-		"sema_force_releases_total 1", `sema_lease_losses_total{reason="force_released"} 1`, "sema_acquire_wait_seconds_count 3"} {
+		"sema_force_releases_total 2", `sema_lease_losses_total{reason="force_released"} 1`, "sema_acquire_wait_seconds_count 3"} {
 		if !strings.Contains(r.raw, m) {
 			t.Errorf("metrics lack %q", m)
 		}

@@ -227,12 +227,12 @@ func (e *backendEngine) list(ctx context.Context, prefix string) ([]sema.Status,
 	return in.List(ctx, prefix)
 }
 
-func (e *backendEngine) forceRelease(ctx context.Context, name, id string) ([]sema.Holder, error) {
+func (e *backendEngine) forceRelease(ctx context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
 	fr, ok := e.b.(sema.ForceReleaser)
 	if !ok {
 		return nil, fmt.Errorf("%w: the backend cannot force-release", sema.ErrInvalidArgument)
 	}
-	return fr.ForceRelease(ctx, name, id)
+	return fr.ForceRelease(ctx, name, id, opts)
 }
 
 func (e *backendEngine) guarantees() sema.Guarantees {

@@ -23,7 +23,7 @@ type engine interface {
 	release(ctx context.Context, name, id string, who store.Caller) error
 	describe(ctx context.Context, name string) (sema.Status, error)
 	list(ctx context.Context, prefix string) ([]sema.Status, error)
-	forceRelease(ctx context.Context, name, id string) ([]sema.Holder, error)
+	forceRelease(ctx context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error)
 	guarantees() sema.Guarantees
 	// failing reports why the engine cannot grant anything now, if so.
 	failing() error
@@ -75,8 +75,8 @@ func (e storeEngine) list(ctx context.Context, prefix string) ([]sema.Status, er
 	return e.s.List(ctx, prefix)
 }
 
-func (e storeEngine) forceRelease(ctx context.Context, name, id string) ([]sema.Holder, error) {
-	return e.s.ForceRelease(ctx, name, id)
+func (e storeEngine) forceRelease(ctx context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
+	return e.s.ForceRelease(ctx, name, id, opts)
 }
 
 func (e storeEngine) guarantees() sema.Guarantees { return served(e.s.Guarantees(), true) }

@@ -60,10 +60,10 @@ func (s *Server) handleForceRelease(w http.ResponseWriter, r *http.Request, who 
 		s.fail(w, routeForceRelease, err, who)
 		return
 	}
-	hs, err := s.eng.forceRelease(context.WithoutCancel(r.Context()), in.Name, in.ID)
+	hs, err := s.eng.forceRelease(context.WithoutCancel(r.Context()), in.Name, in.ID, sema.ForceOptions{Now: in.Now})
 	for _, h := range hs {
 		s.log.Warn("sema serve: force-release", "name", in.Name, "lease", h.ID, "owner", h.Owner,
-			"token", h.Token, "by", who.Principal, "remote", r.RemoteAddr)
+			"token", h.Token, "now", in.Now, "expires", h.ExpiresAt, "by", who.Principal, "remote", r.RemoteAddr)
 	}
 	if err != nil {
 		s.fail(w, routeForceRelease, err, who)

@@ -93,7 +93,9 @@
 //   - A lease whose holder died before a restart, or whose release was
 //     lost in the crash, is held for one more full TTL after the restart.
 //   - "Force-released" is remembered in memory only: after a restart a
-//     renewal of a force-released lease reports a plain expiry.
+//     force-released lease whose permits were still taken (the default,
+//     without ForceOptions.Now) is an ordinary lease again, and its holder
+//     may renew it; one already expired reports a plain expiry.
 //   - An uncontended grant costs one fsync of latency (shared by every
 //     grant of the batch), not one fsync per grant; a handoff on a hot name
 //     costs none.

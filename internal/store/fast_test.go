@@ -121,7 +121,7 @@ func TestFenceHonoursDurableLeases(t *testing.T) {
 	if _, err := s2.TryAcquire(ctx, req("f", "x", 1)); !errors.Is(err, sema.ErrNotAcquired) {
 		t.Fatalf("granted during the fence: %v", err)
 	}
-	hs, err := s2.ForceRelease(ctx, "f", "")
+	hs, err := s2.ForceRelease(ctx, "f", "", sema.ForceOptions{})
 	if err != nil || len(hs) != 1 || hs[0].Token != 0 {
 		t.Fatalf("force-release of the fence = %+v, %v", hs, err)
 	}

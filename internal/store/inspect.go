@@ -16,7 +16,7 @@ func (s *Store) holderList(e *entry) []sema.Holder {
 		hs = append(hs, sema.Holder{
 			ID: l.id, Owner: l.owner, Token: l.token, Weight: l.weight,
 			AcquiredAt: s.wall(l.acquired), RenewedAt: s.wall(l.renewed), ExpiresAt: s.wall(l.expires),
-			Host: l.host, PID: int(l.pid),
+			Host: l.host, PID: int(l.pid), ForceReleased: s.forced(e.name, l.id),
 		})
 	}
 	slices.SortFunc(hs, func(a, b sema.Holder) int { return cmp.Compare(a.Token, b.Token) })
@@ -90,9 +90,11 @@ func (s *Store) List(_ context.Context, prefix string) ([]sema.Status, error) {
 }
 
 // ForceRelease ends the lease id of name, or every lease of name if id is
-// "". A later renew of a force-released lease wraps sema.ErrForceReleased
-// (until the store restarts; then it is a plain expiry).
-func (s *Store) ForceRelease(_ context.Context, name, id string) ([]sema.Holder, error) {
+// "". Unless opts.Now, the leases keep their permits until they expire or
+// their holders release them. A later renew of a force-released lease wraps
+// sema.ErrForceReleased until the store restarts; after a restart the store
+// no longer knows it was force-released, and its holder may renew it.
+func (s *Store) ForceRelease(_ context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
 	if err := sema.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -125,9 +127,12 @@ func (s *Store) ForceRelease(_ context.Context, name, id string) ([]sema.Holder,
 		if id != "" && h.ID != id {
 			continue
 		}
+		h.ForceReleased = true
 		out = append(out, h)
 		s.revoked[name+"\x00"+h.ID] = l.expires
-		s.endLocked(l, endForce, now)
+		if opts.Now {
+			s.endLocked(l, endForce, now)
+		}
 	}
 	s.grantWaiters(e, now)
 	s.dropIfIdle(e)

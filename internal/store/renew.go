@@ -31,8 +31,8 @@ func (s *Store) RenewAs(ctx context.Context, name, id string, ttl time.Duration,
 		// Answered as an unknown ID: a guesser learns nothing.
 		l = nil
 	}
-	if l == nil {
-		_, forced := s.revoked[name+"\x00"+id]
+	if l == nil || s.forced(name, id) {
+		forced := s.forced(name, id)
 		s.unlock()
 		if forced {
 			return sema.Grant{}, fmt.Errorf("store: renew %q: %w", name, sema.ErrForceReleased)
@@ -112,5 +112,18 @@ func (s *Store) ReleaseAs(_ context.Context, name, id string, who Caller) error 
 	s.grantWaiters(l.e, now)
 	s.dropIfIdle(l.e)
 	s.maybeSnapshot()
+	if s.forced(name, id) {
+		return fmt.Errorf("store: release %q: %w", name, sema.ErrForceReleased)
+	}
 	return nil
+}
+
+// forced reports whether lease id of name was force-released. Callers hold
+// s.mu.
+func (s *Store) forced(name, id string) bool {
+	if len(s.revoked) == 0 {
+		return false
+	}
+	_, ok := s.revoked[name+"\x00"+id]
+	return ok
 }

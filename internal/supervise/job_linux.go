@@ -56,7 +56,15 @@ func (s *supervisor) run(ctl *os.File) int {
 		return code
 	}
 	code = s.runJob(l)
-	if err := l.Release(context.Background()); err != nil && code != ExitLeaseLost {
+	err := l.Release(context.Background())
+	switch {
+	case err == nil || code == ExitLeaseLost:
+	case errors.Is(err, sema.ErrForceReleased):
+		// The job ran to its end before sema run learned: nobody else held
+		// the permits meanwhile, but the job was not meant to finish.
+		s.out.msg("lease on %q %s before the job ended", s.cfg.Name, lostWhy(err))
+		code = ExitLeaseLost
+	default:
 		s.out.msg("releasing %q: %s", s.cfg.Name, err)
 	}
 	return code
@@ -136,7 +144,7 @@ loop:
 			done = nil
 			if ended == nil {
 				lost = l.Err()
-				stopping(fmt.Sprintf("lease on %q lost (%v)", s.cfg.Name, lost))
+				stopping(fmt.Sprintf("lease on %q %s", s.cfg.Name, lostWhy(lost)))
 			}
 		case ev := <-events:
 			if !ev.exited {
@@ -172,10 +180,19 @@ loop:
 	}
 	if err := l.Err(); err != nil && errors.Is(err, sema.ErrLeaseLost) {
 		// Lost as the job ended: its work may not have been covered.
-		s.out.msg("lease on %q lost as the job ended (%v)", s.cfg.Name, err)
+		s.out.msg("lease on %q %s as the job ended", s.cfg.Name, lostWhy(err))
 		return ExitLeaseLost
 	}
 	return exitStatus(status)
+}
+
+// lostWhy says how a lease was lost: force-released by an operator (the
+// backends do not record who), or lost and why.
+func lostWhy(err error) string {
+	if errors.Is(err, sema.ErrForceReleased) {
+		return "force-released by an operator"
+	}
+	return fmt.Sprintf("lost (%v)", err)
 }
 
 // forwarder passes signals on to the job's group, once: when one signal

@@ -104,14 +104,19 @@ func (r *RenewRequest) Append(b []byte) []byte {
 // Append appends the JSON of r.
 func (r *ReleaseRequest) Append(b []byte) []byte { return appendNameID(b, r.Name, r.ID) }
 
-// Append appends the JSON of r; an empty ID is left out.
+// Append appends the JSON of r; an empty ID and a false Now are left out.
 func (r *ForceReleaseRequest) Append(b []byte) []byte {
 	if r.ID == "" {
 		b = append(b, `{"name":`...)
 		b = AppendString(b, r.Name)
-		return append(b, '}')
+		b = append(b, '}')
+	} else {
+		b = appendNameID(b, r.Name, r.ID)
 	}
-	return appendNameID(b, r.Name, r.ID)
+	if r.Now {
+		b = append(b[:len(b)-1], `,"now":true}`...)
+	}
+	return b
 }
 
 func appendNameID(b []byte, name, id string) []byte {

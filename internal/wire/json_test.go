@@ -131,9 +131,9 @@ func FuzzRequestEncoding(f *testing.F) {
 		if err := decodeStrict(r.Append(nil), &gr); err != nil || gr != (RenewRequest{valid(name), valid(id), ttl}) {
 			t.Fatalf("renew: %+v %v", gr, err)
 		}
-		fr := ForceReleaseRequest{Name: name, ID: id}
+		fr := ForceReleaseRequest{Name: name, ID: id, Now: ttl%2 == 0}
 		var gf ForceReleaseRequest
-		if err := decodeStrict(fr.Append(nil), &gf); err != nil || gf != (ForceReleaseRequest{valid(name), valid(id)}) {
+		if err := decodeStrict(fr.Append(nil), &gf); err != nil || gf != (ForceReleaseRequest{valid(name), valid(id), fr.Now}) {
 			t.Fatalf("force-release: %+v %v", gf, err)
 		}
 	})

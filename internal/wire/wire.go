@@ -65,10 +65,12 @@ type ReleaseRequest struct {
 }
 
 // ForceReleaseRequest is the body of POST /v1/force-release. With no ID
-// every holder of Name is released.
+// every holder of Name is released. Now frees the permits at once (see
+// sema.ForceOptions); by default they free at the leases' expiry.
 type ForceReleaseRequest struct {
 	Name string `json:"name"`
 	ID   string `json:"id,omitempty"`
+	Now  bool   `json:"now,omitempty"`
 }
 
 // ForceReleaseResponse is the answer to POST /v1/force-release.

@@ -70,7 +70,7 @@ BEGIN
 	SELECT x.expires_at INTO v_next FROM {{waiters}} x
 	WHERE x.name = p_name AND x.ticket < q.ticket ORDER BY x.ticket DESC LIMIT 1;
 	IF NOT FOUND THEN
-		SELECT x.expires_at INTO v_next FROM {{leases}} x WHERE x.name = p_name AND NOT x.revoked
+		SELECT x.expires_at INTO v_next FROM {{leases}} x WHERE x.name = p_name AND (NOT x.revoked OR x.holds)
 		ORDER BY x.expires_at LIMIT 1;
 	END IF;
 	RETURN ROW('queued', p_name, p_id, q.owner, q.host, q.pid, q.weight, q.ticket, p_lim,
@@ -113,8 +113,8 @@ DECLARE
 BEGIN
 	WITH d AS (
 		DELETE FROM {{leases}} x WHERE x.name = p_name AND x.expires_at <= now()
-		RETURNING x.weight, x.revoked
-	) SELECT coalesce(sum(d.weight) FILTER (WHERE NOT d.revoked), 0) INTO v_freed FROM d;
+		RETURNING x.weight, x.revoked, x.holds
+	) SELECT coalesce(sum(d.weight) FILTER (WHERE NOT d.revoked OR d.holds), 0) INTO v_freed FROM d;
 	IF v_freed > 0 THEN
 		UPDATE {{names}} x SET used = x.used - v_freed WHERE x.name = p_name;
 	END IF;
@@ -295,7 +295,7 @@ BEGIN
 	ELSE
 		RETURN NEXT {{status_row}}('held', p_name, n.lim, n.waiting);
 		RETURN QUERY SELECT ({{lease_row}}('holder', x, n.lim)).* FROM {{leases}} x
-			WHERE x.name = p_name AND NOT x.revoked ORDER BY x.token;
+			WHERE x.name = p_name AND (NOT x.revoked OR x.holds) ORDER BY x.token;
 	END IF;
 	IF v_granted = 0 THEN
 		PERFORM {{lazy}}();
@@ -392,7 +392,7 @@ BEGIN
 	END IF;
 	WITH d AS (DELETE FROM {{waiters}} x WHERE x.name = p_name AND x.id = p_id RETURNING 1)
 	SELECT count(*) INTO v_left FROM d;
-	WITH d AS (DELETE FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked RETURNING x.weight)
+	WITH d AS (DELETE FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND (NOT x.revoked OR x.holds) RETURNING x.weight)
 	SELECT coalesce(sum(d.weight), 0) INTO v_freed FROM d;
 	IF v_left + v_freed > 0 THEN
 		UPDATE {{names}} x SET used = x.used - v_freed, waiting = x.waiting - v_left WHERE x.name = p_name;
@@ -408,8 +408,9 @@ BEGIN
 END
 $sema$;
 
--- release ends the live lease p_id ("released", or "not_held" if it is
--- unknown, expired or revoked) and hands its permits to the queue, if
+-- release ends the live lease p_id ("released"; "revoked" if it was
+-- force-released but held its permits still; "not_held" if it is unknown,
+-- expired or revoked with its permits freed) and hands its permits to the queue, if
 -- anyone waits. Without waiters it is two statements, and it commits
 -- without waiting for the disk (lazy): if the database crashes before the
 -- release is written, the lease is back after the restart until it
@@ -422,6 +423,7 @@ DECLARE
 	n         {{names}}%ROWTYPE;
 	g         {{row}};
 	v_live    boolean;
+	v_forced  boolean;
 	v_used    bigint;
 	v_granted bigint := 0;
 BEGIN
@@ -431,11 +433,11 @@ BEGIN
 		RETURN;
 	END IF;
 	WITH d AS (
-		DELETE FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND NOT x.revoked
-		RETURNING x.weight, x.expires_at > now() AS live
+		DELETE FROM {{leases}} x WHERE x.name = p_name AND x.id = p_id AND (NOT x.revoked OR x.holds)
+		RETURNING x.weight, x.expires_at > now() AS live, x.revoked
 	)
 	UPDATE {{names}} x SET used = x.used - d.weight FROM d WHERE x.name = p_name
-	RETURNING d.live, x.used INTO v_live, v_used;
+	RETURNING d.live, d.revoked, x.used INTO v_live, v_forced, v_used;
 	IF n.waiting > 0 THEN
 		IF coalesce(v_used, n.used) > 0 THEN -- other leases may have expired meanwhile
 			PERFORM {{expire}}(p_name);
@@ -448,7 +450,8 @@ BEGIN
 	IF v_granted = 0 THEN
 		PERFORM set_config('synchronous_commit', 'off', true); -- see lazy
 	END IF;
-	RETURN NEXT ROW(CASE WHEN v_live THEN 'released' ELSE 'not_held' END, p_name, '', '', '', 0,
+	RETURN NEXT ROW(CASE WHEN v_live AND v_forced THEN 'revoked' WHEN v_live THEN 'released' ELSE 'not_held' END,
+		p_name, '', '', '', 0,
 		0::bigint, 0::bigint, n.lim, 0::bigint, 0::bigint, 0::bigint, 0::bigint)::{{row}};
 END
 $sema$;
@@ -480,9 +483,11 @@ END
 $sema$;
 
 -- force_release revokes the live lease p_id of p_name, or all of them if
--- p_id is '', answers them ("holder" rows), and hands their permits to the
--- queue. A revoked lease stays until its expiry, holding no permits.
-CREATE OR REPLACE FUNCTION {{force_release}}(p_name text, p_id text, p_channel text)
+-- p_id is '', and answers them ("holder" rows). With p_now their permits
+-- go to the queue at once; else they stay taken (holds) until the leases
+-- expire or their holders release them. A revoked lease stays until its
+-- expiry.
+CREATE OR REPLACE FUNCTION {{force_release}}(p_name text, p_id text, p_channel text, p_now boolean)
 RETURNS SETOF {{row}}
 LANGUAGE plpgsql AS $sema$
 DECLARE
@@ -494,11 +499,13 @@ BEGIN
 		RETURN;
 	END IF;
 	PERFORM {{expire}}(p_name);
-	FOR l IN UPDATE {{leases}} x SET revoked = true
-		WHERE x.name = p_name AND (p_id = '' OR x.id = p_id) AND NOT x.revoked
+	FOR l IN UPDATE {{leases}} x SET revoked = true, holds = NOT p_now
+		WHERE x.name = p_name AND (p_id = '' OR x.id = p_id) AND (NOT x.revoked OR x.holds)
 		RETURNING x.*
 	LOOP
-		v_freed := v_freed + l.weight;
+		IF p_now THEN
+			v_freed := v_freed + l.weight;
+		END IF;
 		RETURN NEXT {{lease_row}}('holder', l, 0);
 	END LOOP;
 	IF v_freed > 0 THEN
@@ -517,8 +524,9 @@ LANGUAGE plpgsql STABLE AS $sema$
 BEGIN
 	IF p_prefix THEN
 		RETURN QUERY
-		SELECT ({{lease_row}}('holder', x, n.lim)).* FROM {{leases}} x JOIN {{names}} n ON n.name = x.name
-		WHERE starts_with(x.name, p_name) AND NOT x.revoked AND x.expires_at > now()
+		SELECT ({{lease_row}}(CASE WHEN x.revoked THEN 'forced' ELSE 'holder' END, x, n.lim)).*
+		FROM {{leases}} x JOIN {{names}} n ON n.name = x.name
+		WHERE starts_with(x.name, p_name) AND (NOT x.revoked OR x.holds) AND x.expires_at > now()
 		UNION ALL
 		SELECT 'waiter', q.name, q.id, q.owner, q.host, q.pid, q.weight, q.ticket, n.lim, 0::bigint,
 			{{us}}(q.since), 0::bigint, {{us}}(q.expires_at)
@@ -527,8 +535,9 @@ BEGIN
 		ORDER BY 2, 1, 8;
 	ELSE
 		RETURN QUERY
-		SELECT ({{lease_row}}('holder', x, n.lim)).* FROM {{leases}} x JOIN {{names}} n ON n.name = x.name
-		WHERE x.name = p_name AND NOT x.revoked AND x.expires_at > now()
+		SELECT ({{lease_row}}(CASE WHEN x.revoked THEN 'forced' ELSE 'holder' END, x, n.lim)).*
+		FROM {{leases}} x JOIN {{names}} n ON n.name = x.name
+		WHERE x.name = p_name AND (NOT x.revoked OR x.holds) AND x.expires_at > now()
 		UNION ALL
 		SELECT 'waiter', q.name, q.id, q.owner, q.host, q.pid, q.weight, q.ticket, n.lim, 0::bigint,
 			{{us}}(q.since), 0::bigint, {{us}}(q.expires_at)

@@ -1,4 +1,5 @@
--- The tables of one sema installation (schema version 1). {{names}} and the
+-- The tables of one sema installation (schema version 2; migrate.go
+-- upgrades version 1, which had no holds column). {{names}} and the
 -- like are quoted identifiers made from Config.Schema and Config.TablePrefix.
 -- Every statement runs in one transaction under a transaction-scoped
 -- advisory lock (see migrate.go), so that processes starting at once create
@@ -6,7 +7,7 @@
 
 -- One row per name in use: the limit its holders and waiters agreed on, and
 -- the sums of the name's rows: used (the weights of its leases, expired or
--- not, force-released ones excepted) and waiting (its queued requests). The
+-- not, force-released ones excepted unless they hold) and waiting (its queued requests). The
 -- row is the name's lock: every step on the name (acquire, release, the
 -- waiters' checks, force-release) takes it first, and only then touches the
 -- name's leases and waiters, and every step leaves used and waiting exact.
@@ -23,7 +24,9 @@ CREATE TABLE {{names}} (
 
 -- One row per lease. Expiry is judged by the database's clock only. A
 -- force-released lease stays, revoked, until its expiry, so that its
--- holder's next renewal learns why it ended.
+-- holder's next renewal learns why it ended; while holds is set its
+-- permits stay taken (they count in used) until then, or until its holder
+-- releases it.
 CREATE TABLE {{leases}} (
 	name        text COLLATE "C" NOT NULL,
 	id          text COLLATE "C" NOT NULL,
@@ -36,6 +39,7 @@ CREATE TABLE {{leases}} (
 	renewed_at  timestamptz NOT NULL,
 	expires_at  timestamptz NOT NULL,
 	revoked     boolean NOT NULL DEFAULT false,
+	holds       boolean NOT NULL DEFAULT false,
 	PRIMARY KEY (name, id)
 );
 -- Expired leases, and a name's earliest expiry, are found without walking

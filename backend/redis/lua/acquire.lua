@@ -46,7 +46,7 @@ end
 
 if rec and string.byte(rec, 1) == 104 then
   local _, tok, acq, exp, _, rev = parseHolder(rec)
-  if rev == '1' then
+  if rev ~= '0' then
     save(m)
     return {-3}
   end

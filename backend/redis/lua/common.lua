@@ -9,6 +9,10 @@
 -- waiter ticket; and one record per lease ID:
 --
 --   holder: h<weight> <token> <acquired> <expires> <renewed> <revoked>\31<label>
+--
+-- <revoked> is 0 for a live lease, 1 for one force-released whose permits
+-- are free, 2 for one force-released whose permits stay taken until it
+-- expires or its holder releases it.
 --   waiter: w<weight> <since> <expires> <ttl> <channel>\31<label>
 --
 -- Times are milliseconds of Redis's clock (TIME); <label> is
@@ -53,7 +57,7 @@ local function counters(m)
 end
 
 local function parseHolder(r)
-  local w, tok, acq, exp, ren, rev, lbl = string.match(r, '^h(%d+) (%d+) (%d+) (%d+) (%d+) ([01])\31(.*)$')
+  local w, tok, acq, exp, ren, rev, lbl = string.match(r, '^h(%d+) (%d+) (%d+) (%d+) (%d+) ([012])\31(.*)$')
   if not w then corrupt('bad holder record') end
   return tonumber(w), tok, acq, tonumber(exp), ren, rev, lbl
 end
@@ -134,7 +138,7 @@ local function reclaim(m, ms)
       local w, _, _, exp, _, rev = parseHolder(r)
       if exp <= ms then
         dead[#dead + 1] = all[i]
-        if rev == '0' then m.u = m.u - w end
+        if rev ~= '1' then m.u = m.u - w end
         m.h = m.h - 1
       elseif exp < n then
         n = exp
@@ -234,7 +238,8 @@ local function save(m)
   writeToken()
 end
 
--- holders lists the live holders' IDs and records, from all (HGETALL of
+-- holders lists the IDs and records of the holders whose permits are
+-- taken (live, or force-released and not yet expired), from all (HGETALL of
 -- the state) if given; malformed records are left out.
 local function holders(ms, all)
   all = all or redis.call('HGETALL', S)
@@ -242,8 +247,8 @@ local function holders(ms, all)
   for i = 1, #all, 2 do
     local r = all[i + 1]
     if string.byte(r, 1) == 104 then
-      local exp, rev = string.match(r, '^h%d+ %d+ %d+ (%d+) %d+ ([01])\31')
-      if exp and tonumber(exp) > ms and rev == '0' then
+      local exp, rev = string.match(r, '^h%d+ %d+ %d+ (%d+) %d+ ([012])\31')
+      if exp and tonumber(exp) > ms and rev ~= '1' then
         out[#out + 1] = all[i]
         out[#out + 1] = r
       end

@@ -6,7 +6,7 @@ local us, ms = clock()
 local m, rec = fetch(id)
 if not rec or string.byte(rec, 1) ~= 104 then return {-2} end
 local w, tok, acq, exp, _, rev, lbl = parseHolder(rec)
-if rev == '1' then return {-3} end
+if rev ~= '0' then return {-3} end
 if exp <= ms then return {-2} end
 exp = ms + ttl
 if exp < m.n then m.n = exp end

@@ -1,0 +1,146 @@
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sema-dev/sema"
+)
+
+// forceTTL is the TTL of the leases the force-release tests end: long
+// enough that a waiter granted before the old lease's expiry shows, short
+// enough to wait out.
+const forceTTL = 3 * time.Second
+
+func (e *env) forceReleaser() sema.ForceReleaser {
+	e.t.Helper()
+	fr, ok := e.b.(sema.ForceReleaser)
+	if !ok {
+		e.t.Skip("backend is not a ForceReleaser")
+	}
+	return fr
+}
+
+// forceOne force-releases every holder of name and checks that the one
+// returned is l.
+func (e *env) forceOne(name string, l *sema.Lease, opts sema.ForceOptions) sema.Holder {
+	e.t.Helper()
+	hs, err := e.forceReleaser().ForceRelease(e.ctx(10*time.Second), name, "", opts)
+	if err != nil || len(hs) != 1 || hs[0].Token != l.Token() || hs[0].ID != l.ID() {
+		e.t.Fatalf("ForceRelease(%+v) = %+v, %v; want the holder with token %d", opts, hs, err, l.Token())
+	}
+	return hs[0]
+}
+
+// testForceReleaseDelays: a default force-release ends the lease for its
+// holder at once, but grants its permits to nobody before the lease's
+// expiry, which is never before its holder's local deadline.
+func testForceReleaseDelays(t *testing.T, e *env) {
+	e.forceReleaser()
+	name := e.name("delay")
+	ctx := e.ctx(hang)
+	sent := time.Now()
+	l := e.mustAcquire(e.c.Mutex(name), sema.WithTTL(forceTTL), sema.WithoutKeepalive())
+	waiting := make(chan *sema.Lease, 1)
+	go func() { waiting <- e.mustAcquireBG(e.p.Mutex(name), sema.WithTTL(time.Minute)) }()
+	e.waitQueued(name, 1)
+	e.forceOne(name, l, sema.ForceOptions{})
+	if err := l.Refresh(ctx); !errors.Is(err, sema.ErrForceReleased) {
+		t.Fatalf("Refresh after force-release: %v, want ErrForceReleased", err)
+	}
+	if !errors.Is(l.Err(), sema.ErrForceReleased) {
+		t.Fatalf("lease after a refresh reported it force-released: Err = %v", l.Err())
+	}
+	st := e.describe(name)
+	if len(st.Holders) != 1 || !st.Holders[0].ForceReleased || st.Holders[0].Token != l.Token() || st.Used != 1 {
+		t.Errorf("Describe after a force-release: %+v; want the old holder, force-released, its permit used", st)
+	}
+	// A second force-release finds the same lease and changes nothing.
+	if hs := e.forceOne(name, l, sema.ForceOptions{}); !hs.ForceReleased {
+		t.Errorf("a second force-release returned %+v; want it marked force-released", hs)
+	}
+	l2 := await(t, waiting, "the waiter after the old lease's expiry")
+	if l2 == nil {
+		t.FailNow()
+	}
+	// The old holder's local deadline was sent + TTL − TTL/5 at the latest.
+	if early := time.Since(sent); early < forceTTL*4/5 {
+		t.Errorf("waiter granted %v after the old lease was requested; its holder could believe it valid for %v", early, forceTTL*4/5)
+	}
+	if l2.Token() <= l.Token() {
+		t.Errorf("token %d granted after the lease with token %d: not greater", l2.Token(), l.Token())
+	}
+	_ = l.Release(context.Background())
+	e.mustRelease(l2)
+}
+
+// testForceReleaseNow: with Now the waiter is granted at once, also after
+// a default force-release of the same lease.
+func testForceReleaseNow(t *testing.T, e *env) {
+	fr := e.forceReleaser()
+	name := e.name("now")
+	ctx := e.ctx(hang)
+	l := e.mustAcquire(e.c.Mutex(name), sema.WithTTL(time.Minute))
+	waiting := make(chan *sema.Lease, 1)
+	go func() { waiting <- e.mustAcquireBG(e.p.Mutex(name), sema.WithTTL(time.Minute)) }()
+	e.waitQueued(name, 1)
+	e.forceOne(name, l, sema.ForceOptions{})
+	e.forceOne(name, l, sema.ForceOptions{Now: true})
+	l2 := await(t, waiting, "the waiter after a force-release now")
+	if l2 == nil {
+		t.FailNow()
+	}
+	if l2.Token() <= l.Token() {
+		t.Errorf("token %d granted after the lease with token %d: not greater", l2.Token(), l.Token())
+	}
+	if err := l.Refresh(ctx); !errors.Is(err, sema.ErrForceReleased) {
+		t.Fatalf("Refresh after force-release: %v, want ErrForceReleased", err)
+	}
+	// By id: only that lease goes.
+	if _, err := fr.ForceRelease(ctx, name, "notalease", sema.ForceOptions{Now: true}); !errors.Is(err, sema.ErrNotHeld) {
+		t.Errorf("ForceRelease of an unknown id: %v, want ErrNotHeld", err)
+	}
+	if l2.Err() != nil {
+		t.Fatal("force-release of another id ended the holder")
+	}
+	if hs, err := fr.ForceRelease(ctx, name, l2.ID(), sema.ForceOptions{Now: true}); err != nil || len(hs) != 1 {
+		t.Fatalf("ForceRelease by id = %+v, %v", hs, err)
+	}
+	if _, err := fr.ForceRelease(ctx, name, "", sema.ForceOptions{}); !errors.Is(err, sema.ErrNotHeld) {
+		t.Errorf("ForceRelease of a free name: %v, want ErrNotHeld", err)
+	}
+	if st := e.describe(name); len(st.Holders) != 0 || st.Used != 0 {
+		t.Errorf("Describe after force-releases now: %+v; want no holder", st)
+	}
+	_ = l.Release(context.Background())
+	_ = l2.Release(context.Background())
+}
+
+// testForceReleasedHolderReleases: the old holder's Release frees the
+// permits of a force-released lease at once (its holder is done with
+// them) and says the lease was force-released.
+func testForceReleasedHolderReleases(t *testing.T, e *env) {
+	e.forceReleaser()
+	name := e.name("holder-releases")
+	l := e.mustAcquire(e.c.Mutex(name), sema.WithTTL(time.Minute))
+	waiting := make(chan *sema.Lease, 1)
+	go func() { waiting <- e.mustAcquireBG(e.p.Mutex(name), sema.WithTTL(time.Minute)) }()
+	e.waitQueued(name, 1)
+	e.forceOne(name, l, sema.ForceOptions{})
+	if err := e.b.Release(e.ctx(10*time.Second), name, l.ID()); !errors.Is(err, sema.ErrForceReleased) {
+		t.Errorf("backend Release of a force-released lease: %v, want ErrForceReleased", err)
+	}
+	l2 := await(t, waiting, "the waiter after the old holder released")
+	if l2 == nil {
+		t.FailNow()
+	}
+	if err := l.Release(context.Background()); !errors.Is(err, sema.ErrLeaseLost) {
+		t.Errorf("Lease.Release after the lease was force-released and freed: %v, want ErrLeaseLost", err)
+	}
+	if l2.Err() != nil {
+		t.Errorf("the old holder's release ended the new holder: %v", l2.Err())
+	}
+	e.mustRelease(l2)
+}
