@@ -28,8 +28,8 @@ func TestCLIAgainstServer(t *testing.T) {
 	}
 	notYet := func(stderr string) bool { return strings.Contains(stderr, "not yet available") }
 
-	t.Run("run --no-wait while held", func(t *testing.T) {
-		_, stderr, code := runSema(t, ctx, nil, "run", be, "--no-wait", name, "--", "true")
+	t.Run("run --nonblock while held", func(t *testing.T) {
+		_, stderr, code := runSema(t, ctx, nil, "run", be, "--nonblock", name, "--", "true")
 		if notYet(stderr) {
 			t.Skip("sema run not available yet")
 		}

@@ -22,14 +22,14 @@ func TestRunNoWaitOnHeldLock(t *testing.T) {
 	waitFile(t, ready, holder)
 
 	start := time.Now()
-	_, stderr, code := runSema(t, be, "run", "--no-wait", "held", "--", "true")
+	_, stderr, code := runSema(t, be, "run", "--nonblock", "held", "--", "true")
 	if code != ExitNotAcquired {
-		t.Fatalf("--no-wait on a held lock: exit %d, want %d; stderr: %s", code, ExitNotAcquired, stderr)
+		t.Fatalf("--nonblock on a held lock: exit %d, want %d; stderr: %s", code, ExitNotAcquired, stderr)
 	}
 	if !strings.Contains(stderr, "the-holder") {
 		t.Errorf("the message should name the holder: %q", stderr)
 	}
-	t.Logf("--no-wait answered in %v: %s", time.Since(start), strings.TrimSpace(stderr))
+	t.Logf("--nonblock answered in %v: %s", time.Since(start), strings.TrimSpace(stderr))
 
 	_, stderr, code = runSema(t, be, "run", "--wait", "200ms", "held", "--", "true")
 	if code != ExitNotAcquired || !strings.Contains(stderr, "within 200ms") {
@@ -39,7 +39,7 @@ func TestRunNoWaitOnHeldLock(t *testing.T) {
 	if code := holder.wait(t, 30*time.Second); code != 128+15 {
 		t.Fatalf("holder: exit %d, want 143", code)
 	}
-	if _, stderr, code := runSema(t, be, "run", "--no-wait", "held", "--", "true"); code != 0 {
+	if _, stderr, code := runSema(t, be, "run", "--nonblock", "held", "--", "true"); code != 0 {
 		t.Fatalf("after the holder ended: exit %d; stderr: %s", code, stderr)
 	}
 }
@@ -174,10 +174,10 @@ func TestRunSemaphoreLimit(t *testing.T) {
 		waitFile(t, ready, h)
 		holders = append(holders, h)
 	}
-	if _, stderr, code := runSema(t, be, "run", "--limit", "2", "--no-wait", "pool", "--", "true"); code != ExitNotAcquired {
+	if _, stderr, code := runSema(t, be, "run", "--limit", "2", "--nonblock", "pool", "--", "true"); code != ExitNotAcquired {
 		t.Fatalf("third: exit %d; stderr %s", code, stderr)
 	}
-	if _, stderr, code := runSema(t, be, "run", "--limit", "3", "--no-wait", "pool", "--", "true"); code != ExitUsage {
+	if _, stderr, code := runSema(t, be, "run", "--limit", "3", "--nonblock", "pool", "--", "true"); code != ExitUsage {
 		t.Fatalf("mismatched limit: exit %d, want %d; stderr %s", code, ExitUsage, stderr)
 	}
 	for _, h := range holders {

@@ -55,7 +55,11 @@ func (s *supervisor) run(ctl *os.File) int {
 	if l == nil {
 		return code
 	}
-	code = s.runJob(l)
+	if len(s.cfg.Cmd) == 0 {
+		code = s.hold(l)
+	} else {
+		code = s.runJob(l)
+	}
 	if err := l.Release(context.Background()); err != nil && code != ExitLeaseLost {
 		s.out.msg("releasing %q: %s", s.cfg.Name, err)
 	}
