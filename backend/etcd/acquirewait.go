@@ -34,6 +34,11 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		return sema.Grant{}, sema.ErrClosed
 	}
 	defer b.bg.Done()
+	if !b.startWait(&req) {
+		return sema.Grant{}, fmt.Errorf("etcd: acquire %q: %w: an acquire with lease ID %q is already waiting",
+			req.Name, sema.ErrInvalidArgument, req.ID)
+	}
+	defer b.endWait(&req)
 	start := b.now()
 	for {
 		g, err := b.enqueue(ctx, &req, start)
@@ -42,6 +47,30 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		}
 		b.log.Warn("etcd: a waiter lost its place (its etcd lease ended) and queues again", "name", req.Name)
 	}
+}
+
+// waitKey names an Acquire in flight.
+type waitKey struct{ name, id string }
+
+// startWait records an Acquire of req in flight, unless one with its name
+// and ID is: a retry of a queued request must not queue a second time.
+// (Another client repeating the ID of a queued request is not detected: it
+// queues an entry of its own.)
+func (b *Backend) startWait(req *sema.Request) bool {
+	k := waitKey{req.Name, req.ID}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.waits[k] {
+		return false
+	}
+	b.waits[k] = true
+	return true
+}
+
+func (b *Backend) endWait(req *sema.Request) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.waits, waitKey{req.Name, req.ID})
 }
 
 // notAcquired is the error of an acquire whose context ended.

@@ -27,7 +27,8 @@ type Backend struct {
 	epoch time.Time // base of now()
 
 	mu    sync.Mutex
-	recs  map[string]*rec // the leases this backend granted, by lease ID
+	recs  map[string]*rec  // the leases this backend granted, by lease ID
+	waits map[waitKey]bool // the Acquire calls of this backend in flight
 	pool  leasePool
 	local locals
 	keep  *keeper
@@ -94,7 +95,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, openError(cfg, err)
 	}
 	b := &Backend{cli: cli, cfg: cfg, k: newKeys(cfg.Prefix), log: cfg.Logger, epoch: time.Now(),
-		recs: make(map[string]*rec), pool: newLeasePool(), local: newLocals(), keep: &keeper{cli: cli},
+		recs: make(map[string]*rec), waits: make(map[waitKey]bool), pool: newLeasePool(), local: newLocals(), keep: &keeper{cli: cli},
 		slots: slots{nonce: rand.Uint32()}, closed: make(chan struct{})}
 	b.bg.Add(1)
 	go b.anchor()

@@ -69,8 +69,12 @@
 //   - A request with a TTL longer than Config.WaiterTTL waits on a lease of
 //     that TTL and moves to one of its own when granted (one more Txn).
 //   - AcquiredAt, ExpiresAt and a waiter's Since are this process's clock,
-//     as etcd does not report times; a holder's ExpiresAt in Describe is
-//     etcd's remaining TTL in whole seconds.
+//     as etcd does not report times. A holder's ExpiresAt in Describe is
+//     exact for a lease of this client; for another client's, it is etcd's
+//     remaining TTL rounded up to whole seconds (the lease ends no later).
+//   - An Acquire repeating the lease ID of a request still queued by the
+//     same client is refused (sema.ErrInvalidArgument); repeated by another
+//     client, it queues an entry of its own.
 //   - Restoring etcd from an older snapshot takes revisions, and so
 //     tokens, back, unless the restore bumps them (etcdutl snapshot restore
 //     --bump-revision).

@@ -14,7 +14,7 @@ import (
 
 // Describe returns the holders and waiters of name: one range read of its
 // entries, holders being the longest prefix of the queue that fits in the
-// limit, and their expiry from etcd's lease times (whole seconds).
+// limit, and their expiry (see expiries).
 func (b *Backend) Describe(ctx context.Context, name string) (sema.Status, error) {
 	if err := sema.ValidateName(name); err != nil {
 		return sema.Status{}, err
@@ -65,7 +65,7 @@ func (b *Backend) statuses(ctx context.Context, op, kp, name string) ([]sema.Sta
 	}
 	sts := make([]sema.Status, 0, len(byName))
 	var leases []*sema.Holder
-	var ids []clientv3.LeaseID
+	var es []*entry
 	for _, q := range byName {
 		sortQueue(q.entries)
 		sts = append(sts, q.status())
@@ -75,39 +75,71 @@ func (b *Backend) statuses(ctx context.Context, op, kp, name string) ([]sema.Sta
 		q := byName[sts[i].Name]
 		for j := range sts[i].Holders {
 			leases = append(leases, &sts[i].Holders[j])
-			ids = append(ids, q.entries[j].lease)
+			es = append(es, &q.entries[j])
 		}
 	}
-	if err := b.expiries(ctx, leases, ids); err != nil {
+	if err := b.expiries(ctx, leases, es); err != nil {
 		return nil, b.fail(op, err)
 	}
 	return sts, nil
 }
 
-// expiries fills in the expiry of holders from their etcd leases' time to
-// live, asking a few at a time.
-func (b *Backend) expiries(ctx context.Context, hs []*sema.Holder, ids []clientv3.LeaseID) error {
+// expiries fills in the expiry of holders: for a lease this backend
+// holds, its own record (when etcd cannot expire it before); for another
+// client's, its etcd lease's time to live, which etcd reports in whole
+// seconds rounded down, rounded up here: the lease ends no later. etcd is
+// asked about a few leases at a time.
+func (b *Backend) expiries(ctx context.Context, hs []*sema.Holder, es []*entry) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for i, h := range hs {
+		if b.localExpiry(h, es[i]) {
+			continue
+		}
 		g.Go(func() error {
 			cctx, cancel := b.call(gctx)
 			defer cancel()
 			now := time.Now()
-			resp, err := b.cli.TimeToLive(cctx, ids[i])
+			resp, err := b.cli.TimeToLive(cctx, es[i].lease)
 			if err != nil {
 				return err
 			}
-			left := max(resp.TTL, 0) // -1: expired just now
+			left := min(max(resp.TTL+1, 0), resp.GrantedTTL) // -1: expired just now
 			h.ExpiresAt = now.Add(time.Duration(left) * time.Second)
-			h.RenewedAt = h.ExpiresAt.Add(-time.Duration(resp.GrantedTTL) * time.Second)
-			if h.RenewedAt.Before(h.AcquiredAt) {
-				h.RenewedAt = h.AcquiredAt
-			}
+			setRenewed(h, resp.GrantedTTL)
 			return nil
 		})
 	}
 	return g.Wait()
+}
+
+// localExpiry fills in h's expiry from this backend's record of e's lease,
+// if it holds it.
+func (b *Backend) localExpiry(h *sema.Holder, e *entry) bool {
+	b.mu.Lock()
+	r := b.recs[e.id]
+	ok := r != nil && r.key == e.key && r.rev == e.rev
+	var expires time.Duration
+	var ttl int64
+	if ok {
+		expires, ttl = r.expires, r.ttl
+	}
+	b.mu.Unlock()
+	if !ok {
+		return false
+	}
+	h.ExpiresAt = time.Now().Add(expires - b.now())
+	setRenewed(h, ttl)
+	return true
+}
+
+// setRenewed derives when h was last renewed from its expiry and the TTL
+// (s) its etcd lease was granted with.
+func setRenewed(h *sema.Holder, ttl int64) {
+	h.RenewedAt = h.ExpiresAt.Add(-time.Duration(ttl) * time.Second)
+	if h.RenewedAt.Before(h.AcquiredAt) {
+		h.RenewedAt = h.AcquiredAt
+	}
 }
 
 // ForceRelease ends the holders of name (all, or the one with lease ID

@@ -7,8 +7,9 @@ import "slices"
 // one fcntl(2) per process, and a name with many waiting processes would
 // pay for all of them at every step. A step asks about the queue's head
 // before granting it or queueing behind it, and about the holders before
-// concluding that a request does not fit. Whoever is woken by a death
-// (aheadAlive) drops every dead entry.
+// concluding that a request does not fit, and about a lease's holder before
+// renewing it (a lease of a dead process is lost). Whoever is woken by a
+// death (aheadAlive) drops every dead entry.
 
 // slotLife is the liveness of one slot, as found by this step.
 type slotLife struct {
@@ -39,6 +40,17 @@ func (nf *nameFile) dropDead(st *state, slot uint32) {
 	if st.dropSlot(slot) {
 		nf.dirty = true
 	}
+}
+
+// liveHolder returns the index of the lease id among st's holders, or -1
+// if it is not there or its process is dead (then its entries go).
+func (nf *nameFile) liveHolder(st *state, id string) int {
+	i := st.holder(id)
+	if i >= 0 && !nf.alive(st.Holders[i].Slot) {
+		nf.dropDead(st, st.Holders[i].Slot)
+		return -1
+	}
+	return i
 }
 
 // reapDead drops the entries of every dead process.

@@ -210,7 +210,7 @@ func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration)
 	}
 	var g sema.Grant
 	err := b.step(ctx, name, false, func(nf *nameFile, st *state, now time.Time) error {
-		i := st.holder(id)
+		i := nf.liveHolder(st, id)
 		if i < 0 {
 			delete(nf.leases, id)
 			if err := nf.commit(st, now); err != nil {

@@ -1,15 +1,11 @@
 package netbench
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
+
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 // BenchmarkJSON is the JSON API as the clients of other languages use it:
@@ -44,63 +40,29 @@ func BenchmarkJSON(b *testing.B) {
 // would, so that the client's own cost stays small beside the server's.
 func jsonPairs(b *testing.B, s *server) {
 	id := runID()
-	conns := make([]*jsonConn, clients)
+	type conn struct {
+		*testenv.JSONClient
+		acquire, release []byte
+	}
+	conns := make([]conn, clients)
 	for w := range conns {
-		c, err := dialJSON(s.url, fmt.Sprintf("bench/json/%s/%d", id, w), fmt.Sprintf("w%d", w))
+		c, err := testenv.DialJSON(s.url)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer c.nc.Close()
-		conns[w] = c
+		defer c.Close()
+		name, lease := fmt.Sprintf("bench/json/%s/%d", id, w), fmt.Sprintf("w%d", w)
+		conns[w] = conn{c, c.Post("/v1/acquire", fmt.Sprintf(`{"name":%q,"id":%q,"ttl_ms":15000}`, name, lease)),
+			c.Post("/v1/release", fmt.Sprintf(`{"name":%q,"id":%q}`, name, lease))}
 	}
 	cpu := startCPU(s)
 	elapsed := drive(b, clients, func(w int) error {
 		c := conns[w]
-		if err := c.call(c.acquire); err != nil {
+		if err := c.Call(c.acquire); err != nil {
 			return err
 		}
-		return c.call(c.release)
+		return c.Call(c.release)
 	})
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "pairs/s")
 	cpu.report(b)
-}
-
-// jsonConn is one client's keep-alive connection and its two requests.
-type jsonConn struct {
-	nc               net.Conn
-	br               *bufio.Reader
-	acquire, release []byte
-}
-
-func dialJSON(url, name, id string) (*jsonConn, error) {
-	host := strings.TrimPrefix(url, "http://")
-	nc, err := net.DialTimeout("tcp", host, 5*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	req := func(path, body string) []byte {
-		return fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-			path, host, len(body), body)
-	}
-	return &jsonConn{nc: nc, br: bufio.NewReader(nc),
-		acquire: req("/v1/acquire", fmt.Sprintf(`{"name":%q,"id":%q,"ttl_ms":15000}`, name, id)),
-		release: req("/v1/release", fmt.Sprintf(`{"name":%q,"id":%q}`, name, id)),
-	}, nil
-}
-
-// call sends one request and reads its answer, which must be a 200.
-func (c *jsonConn) call(req []byte) error {
-	if _, err := c.nc.Write(req); err != nil {
-		return err
-	}
-	resp, err := http.ReadResponse(c.br, nil)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/mem"
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -137,7 +138,7 @@ func TestOtherBackend(t *testing.T) {
 	wantErr(t, ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: "m", ID: l.ID}), 410, wire.CodeLeaseLost)
 	done := make(chan reply, 1)
 	go func() { done <- ts.acquire(bobTok, wire.AcquireRequest{Name: "m", WaitMillis: 10000}) }()
-	eventually(t, "bob queued", func() bool { return len(ts.describe(adminTok, "m").Waiters) == 1 })
+	testenv.WaitFor(t, "bob queued", func() bool { return len(ts.describe(adminTok, "m").Waiters) == 1 })
 	if r := ts.do("POST", wire.PathRelease, aliceTok, wire.ReleaseRequest{Name: "m", ID: l.ID}); r.status != 200 {
 		t.Fatalf("release: %d %s", r.status, r.raw)
 	}

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -127,7 +130,7 @@ func TestAttackMuxNoRead(t *testing.T) {
 	other.send(9, wire.MuxAcquire, `{"name":"nr/other"}`)
 	wantMux(t, other.next(), 9, 200, "")
 	other.nc.Close()
-	eventually(t, "the server closes the connection that does not read", func() bool {
+	testenv.WaitFor(t, "the server closes the connection that does not read", func() bool {
 		ts.srv.connMu.Lock()
 		defer ts.srv.connMu.Unlock()
 		return len(ts.srv.conns) == 0
@@ -160,6 +163,26 @@ func smallRcvbuf(t *testing.T, ts *tserver) *rawConn {
 	return c
 }
 
+// peerWindowClosed reports whether the peer of c advertises a zero receive
+// window while data waits to be sent: it does not read, and writes to it
+// block once the send buffer is full.
+func peerWindowClosed(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *unix.TCPInfo
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
+		t.Fatal(err)
+	}
+	if ierr != nil {
+		t.Fatal(ierr)
+	}
+	return info.Snd_wnd == 0 && info.Notsent_bytes > 0
+}
+
 // releaseZZ is a release of a lease nobody holds: a ~100-byte answer.
 var releaseZZ = rawPost(wire.PathRelease, "", `{"name":"zz","id":"zz"}`)
 
@@ -189,14 +212,17 @@ func answeredBeforeBlocking(t *testing.T, ts *tserver) int {
 	return n
 }
 
-// TestAttackHeadOfLine: a client that pipelines releases and a waiting
-// acquire on a hot name, and never reads, does not hold up another
-// client's release of that name on another connection; a shutdown then
-// completes within its budget.
+// TestAttackHeadOfLine: clients that never read — one pipelining
+// releases over HTTP/1.1, one flooding a sema-mux connection behind its
+// waiting acquire of a hot name, until the server stops reading it — do
+// not hold up another client's release of that name on another
+// connection, which hands the name to the blocked sema-mux connection; a
+// shutdown then completes within its budget (not after the write
+// timeout).
 func TestAttackHeadOfLine(t *testing.T) {
-	ts := attackTS(t, 30*time.Second)
+	const writeTimeout = 30 * time.Second
+	ts := attackTS(t, writeTimeout)
 	base := baseline(t)
-	k := answeredBeforeBlocking(t, ts)
 	// A handoff first: the hot name's next handoffs are answered at once,
 	// on the releasing goroutine.
 	ts.mustAcquire("", wire.AcquireRequest{Name: "hol", ID: "H", TTLMillis: 60000})
@@ -204,19 +230,39 @@ func TestAttackHeadOfLine(t *testing.T) {
 	go func() {
 		waiter <- ts.acquire("", wire.AcquireRequest{Name: "hol", ID: "W", TTLMillis: 60000, WaitMillis: 20000})
 	}()
-	eventually(t, "W queued", func() bool { return len(ts.describe("", "hol").Waiters) == 1 })
+	testenv.WaitFor(t, "W queued", func() bool { return len(ts.describe("", "hol").Waiters) == 1 })
 	ts.do("POST", wire.PathRelease, "", wire.ReleaseRequest{Name: "hol", ID: "H"})
 	held := (<-waiter).env.Lease
 	if held == nil {
 		t.Fatal("the handoff to W failed")
 	}
-	attacker := smallRcvbuf(t, ts)
-	go func() {
-		_, _ = io.WriteString(attacker.nc, strings.Repeat(releaseZZ, k-1)+
-			rawPost(wire.PathAcquire, "", `{"name":"hol","id":"X","ttl_ms":60000,"wait_ms":60000}`))
+	piper := smallRcvbuf(t, ts)
+	go func() { _, _ = io.WriteString(piper.nc, strings.Repeat(releaseZZ, 60_000)) }()
+	flooder := mustUpgrade(t, ts, "")
+	flooder.send(1, wire.MuxAcquire, `{"name":"hol","id":"X","ttl_ms":60000,"wait_ms":60000}`)
+	testenv.WaitFor(t, "X queued", func() bool { return len(ts.describe("", "hol").Waiters) == 1 })
+	frame := wire.AppendMuxRequest(nil, 2, wire.MuxRelease, []byte(`{"name":"zz","id":"zz"}`))
+	go func() { // blocks once the server stops reading
+		for range 100 {
+			if _, err := flooder.nc.Write(bytes.Repeat(frame, 10_000)); err != nil {
+				return
+			}
+		}
 	}()
-	time.Sleep(time.Second) // the server's writes to the attacker block
-	victim := &http.Client{Timeout: 10 * time.Second}
+	testenv.WaitFor(t, "the server's writes to the flooder block", func() bool {
+		ts.srv.connMu.Lock()
+		defer ts.srv.connMu.Unlock()
+		for m := range ts.srv.conns {
+			m.wmu.Lock()
+			writing := m.writing
+			m.wmu.Unlock()
+			if writing && peerWindowClosed(t, m.nc) {
+				return true
+			}
+		}
+		return false
+	})
+	victim := &http.Client{Timeout: testenv.HangGuard}
 	defer victim.CloseIdleConnections()
 	resp, err := victim.Post(ts.url+wire.PathRelease, "application/json",
 		strings.NewReader(`{"name":"hol","id":"`+held.ID+`"}`))
@@ -227,6 +273,9 @@ func TestAttackHeadOfLine(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("the victim's release: %d", resp.StatusCode)
 	}
+	if st := ts.describe("", "hol"); len(st.Holders) != 1 || st.Holders[0].ID != "X" {
+		t.Fatalf("after the victim's release: %+v; want X to hold the name", st)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -234,12 +283,13 @@ func TestAttackHeadOfLine(t *testing.T) {
 		ts.hs.Config.Close() // as sema serve does when its budget runs out
 	}
 	_ = ts.srv.Shutdown(ctx)
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("shutdown took %v with a budget of 2s", d)
+	if d := time.Since(start); d >= writeTimeout {
+		t.Fatalf("shutdown took %v with a budget of 2s: it waited for the write timeout", d)
 	}
-	attacker.nc.Close()
+	piper.nc.Close()
+	flooder.nc.Close()
 	victim.CloseIdleConnections()
-	recovered(t, base, "a client that pipelined and never read")
+	recovered(t, base, "clients that pipelined or flooded and never read")
 }
 
 // TestAttackResetMidAnswers: connections reset while their pipelined

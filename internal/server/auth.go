@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -79,12 +80,23 @@ func LoadTokens(path string) ([]Token, error) {
 	return ParseTokens(f)
 }
 
+// maxTokenFile bounds a token file.
+const maxTokenFile = 1 << 20
+
 // ParseTokens reads a token file: one "role token" pair per line, role
 // "client" or "admin"; blank lines and lines starting with # are ignored.
-// Errors name the line, never the token.
+// A file over 1 MiB is refused whole (its last line might hold a cut
+// token). Errors name the line, never the token.
 func ParseTokens(r io.Reader) ([]Token, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxTokenFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("server: %w: token file: %w", sema.ErrInvalidArgument, err)
+	}
+	if len(data) > maxTokenFile {
+		return nil, fmt.Errorf("server: %w: token file larger than %d bytes", sema.ErrInvalidArgument, maxTokenFile)
+	}
 	var out []Token
-	sc := bufio.NewScanner(io.LimitReader(r, 1<<20))
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {

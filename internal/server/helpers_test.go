@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/store"
@@ -148,16 +147,5 @@ func wantErr(t *testing.T, r reply, status int, code string) {
 	t.Helper()
 	if r.status != status || r.env.Error == nil || r.env.Error.Code != code {
 		t.Errorf("got %d %s; want %d %s", r.status, r.raw, status, code)
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in 10s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -82,7 +83,7 @@ func TestWaitersBounded(t *testing.T) {
 	for _, m := range []*muxClient{alice, bob, second} {
 		m.nc.Close()
 	}
-	eventually(t, "waiters gone", func() bool { return ts.st.Stats().Waiters == 0 })
+	testenv.WaitFor(t, "waiters gone", func() bool { return ts.st.Stats().Waiters == 0 })
 	if _, m := upgrade(t, ts, aliceTok, ""); m == nil {
 		t.Fatal("no sema-mux connection once the others closed")
 	} else {
@@ -111,9 +112,9 @@ func TestFloodMemoryGivenBack(t *testing.T) {
 	m := mustUpgrade(t, ts, "")
 	const crowd = 2 * trimWaiters
 	floodMux(t, m, 1, crowd)
-	eventually(t, "the crowd waits", func() bool { return ts.st.Stats().Waiters == crowd })
+	testenv.WaitFor(t, "the crowd waits", func() bool { return ts.st.Stats().Waiters == crowd })
 	m.nc.Close()
-	eventually(t, "the crowd is gone", func() bool { return ts.st.Stats().Waiters == 0 })
+	testenv.WaitFor(t, "the crowd is gone", func() bool { return ts.st.Stats().Waiters == 0 })
 	recovered(t, base, "a crowd of waiters")
 	var ms runtime.MemStats
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {

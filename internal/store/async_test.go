@@ -89,10 +89,15 @@ func TestAcquireAsyncDurable(t *testing.T) {
 	got := make(chan outcome, 4)
 	done := func(g sema.Grant, err error) { got <- outcome{g, err} }
 
-	// Stall the committer: the grant must not be answered before it.
-	stall := make(chan struct{})
+	// Stall the committer: the grant must not be answered before it
+	// writes the grant's batch.
+	stall, stalled := make(chan struct{}), make(chan struct{}, 1)
 	hook := func(w *wal) {
 		if w == s.wal {
+			select {
+			case stalled <- struct{}{}:
+			default:
+			}
 			<-stall
 		}
 	}
@@ -100,12 +105,13 @@ func TestAcquireAsyncDurable(t *testing.T) {
 	if p := s.AcquireAsync(r("d", "A"), who, false, done); p == nil {
 		t.Fatal("grant refused")
 	}
+	<-stalled // the committer holds the grant's batch
 	select {
 	case <-got:
 		testHookCommit.Store(nil)
 		close(stall)
 		t.Fatal("answered before the grant reached disk")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	testHookCommit.Store(nil)
 	close(stall)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 // handoff holds name, queues a waiter and releases, returning the
@@ -24,7 +25,7 @@ func handoff(t *testing.T, s *Store, name, holderID, waiterID string, ttl time.D
 		}
 		got <- g
 	}()
-	waitFor(t, func() bool { st, _ := s.Describe(ctx, name); return len(st.Waiters) == 1 })
+	testenv.WaitFor(t, "the waiter queued", func() bool { st, _ := s.Describe(ctx, name); return len(st.Waiters) == 1 })
 	if err := s.Release(ctx, name, holderID); err != nil {
 		t.Fatal(err)
 	}

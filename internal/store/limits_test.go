@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 // Every field of every record kind at its limits, as requests may carry
@@ -187,7 +188,7 @@ func TestLogBelowReservationRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := handoff(t, s, "hot", "h0", "h1", time.Minute) // FAST and RESERVE
-	waitFor(t, func() bool { _, err := os.Stat(dir + "/" + reserveName); return err == nil })
+	testenv.WaitFor(t, "the reservation mark written", func() bool { _, err := os.Stat(dir + "/" + reserveName); return err == nil })
 	seg := lastSegment(t, dir)
 	s.Close()
 	// Storage loses every record of the segment.

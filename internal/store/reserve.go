@@ -69,7 +69,7 @@ func readReserve(dir string) (uint64, error) {
 	n := len(reserveMagic)
 	if len(b) != n+12 || string(b[:n]) != reserveMagic ||
 		crc32.Checksum(b[:n+8], castagnoli) != binary.LittleEndian.Uint32(b[n+8:]) {
-		return 0, fmt.Errorf("store: the reservation mark %s is corrupt: %w", filepath.Join(dir, reserveName), sema.ErrUnavailable)
+		return 0, fmt.Errorf("store: the reservation mark %s is corrupt: %w: %w", filepath.Join(dir, reserveName), errCorrupt, sema.ErrUnavailable)
 	}
 	return binary.LittleEndian.Uint64(b[n:]), nil
 }

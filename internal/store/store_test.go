@@ -9,6 +9,7 @@ import (
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backendtest"
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -151,12 +152,12 @@ func TestWaiterCancelAndClose(t *testing.T) {
 	errc := make(chan error, 2)
 	go func() { _, err := s.Acquire(cctx, req("w", "w1", 1)); errc <- err }()
 	go func() { _, err := s.Acquire(ctx, req("w", "w2", 1)); errc <- err }()
-	waitFor(t, func() bool { return s.Stats().Waiters == 2 })
+	testenv.WaitFor(t, "2 waiters", func() bool { return s.Stats().Waiters == 2 })
 	cancel()
 	if err := <-errc; !errors.Is(err, sema.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled waiter: %v", err)
 	}
-	waitFor(t, func() bool { return s.Stats().Waiters == 1 })
+	testenv.WaitFor(t, "1 waiters", func() bool { return s.Stats().Waiters == 1 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -165,17 +166,6 @@ func TestWaiterCancelAndClose(t *testing.T) {
 	}
 	if _, err := s.TryAcquire(ctx, req("w", "z", 1)); !errors.Is(err, sema.ErrClosed) {
 		t.Errorf("acquire after Close: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -215,10 +205,10 @@ func TestRetryReplacesQueuedWaiter(t *testing.T) {
 	}
 	first := make(chan error, 1)
 	go func() { _, err := s.AcquireAs(ctx, req("q", "x", 1), Caller{Principal: "p"}, true); first <- err }()
-	waitFor(t, func() bool { return s.Stats().Waiters == 1 })
+	testenv.WaitFor(t, "1 waiters", func() bool { return s.Stats().Waiters == 1 })
 	other := make(chan error, 1)
 	go func() { _, err := s.AcquireAs(ctx, req("q", "y", 1), Caller{Principal: "p"}, true); other <- err }()
-	waitFor(t, func() bool { return s.Stats().Waiters == 2 })
+	testenv.WaitFor(t, "2 waiters", func() bool { return s.Stats().Waiters == 2 })
 	if _, err := s.AcquireAs(ctx, req("q", "x", 1), Caller{Principal: "intruder"}, true); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("retry by another principal: %v", err)
 	}
