@@ -64,7 +64,7 @@
 // lease is bound to the token that acquired it, by a fingerprint of the
 // token (never the token itself) that the embedded store journals with
 // the lease, so the binding survives restarts; to another client token
-// the lease is unknown (renew: lease_lost, release: not_held). Holder lease IDs are shown to admins only. Without tokens everyone
+// the lease is unknown (renew and release: not_held). Holder lease IDs are shown to admins only. Without tokens everyone
 // is admin: NeedsAuth tells the CLI when that is refused (any address
 // beyond loopback). /healthz and /metrics need no token: metrics carry no
 // lock names.
