@@ -166,3 +166,20 @@ func FuzzParseRunArgs(f *testing.F) {
 		}
 	})
 }
+
+// TestParseDuration: every duration flag takes plain seconds, as flock(1)
+// does, or a Go duration; nothing negative, nothing absurd.
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"10": 10 * time.Second, "0.5": 500 * time.Millisecond, "0": 0, "1m30s": 90 * time.Second, "250ms": 250 * time.Millisecond,
+	} {
+		if got, err := parseDuration(in); err != nil || got != want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-5", "-1s", "1e3", "NaN", "Inf", "1e400", "99999999999999999999", "ten", "5 s"} {
+		if got, err := parseDuration(in); err == nil {
+			t.Errorf("parseDuration(%q) = %v, want an error", in, got)
+		}
+	}
+}
