@@ -63,7 +63,7 @@ func (s *Server) renew(ctx context.Context, dst, body []byte, who caller) answer
 			// The engines cannot tell an expired lease from an ID they
 			// never saw; the ledger can, for the leases of this caller.
 			if known, released := s.leases.lookup(who.Principal, in.Name, in.ID); !known || released {
-				err = fmt.Errorf("server: renew %q: %w: no lease %s (never granted to this client, or released)", in.Name, sema.ErrNotHeld, in.ID)
+				err = fmt.Errorf("%w: %q has no lease %s for this client (never granted, or released)", sema.ErrNotHeld, in.Name, in.ID)
 			}
 		}
 		a := s.refused(dst, routeRenew, err, who)
