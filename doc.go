@@ -67,6 +67,12 @@
 //     holder that dies frees its permits at once.
 //   - backend/remote (http(s)://host:port): many hosts, through the
 //     `sema serve` server and its durable embedded store.
+//   - backend/redis, backend/postgres, backend/etcd (redis://, postgres://,
+//     etcd://): many hosts, through those servers.
+//
+// Each backend package registers its URL schemes when imported: [Open]
+// opens a backend by URL, [OpenEnv] as the sema command does (the URL in
+// $SEMA_BACKEND, else the user's default file:// directory).
 //
 // Errors wrap the sentinels in errors.go; check them with [errors.Is].
 package sema

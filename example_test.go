@@ -138,3 +138,30 @@ func ExampleClient_Describe() {
 	fmt.Printf("%s %d/%d held by %s\n", st.Name, st.Used, st.Limit, st.Holders[0].Owner)
 	// Output: workers 2/4 held by w1
 }
+
+// Open takes a backend URL; the backend's package registers its scheme
+// (here backend/mem, imported above, registers mem://). A URL without a
+// scheme is refused with the one probably meant.
+func ExampleOpen() {
+	ctx := context.Background()
+	b, err := sema.Open(ctx, "mem://")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c := sema.New(b)
+	defer c.Close()
+	l, err := c.Mutex("job").Acquire(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("token", l.Token())
+	l.Release(ctx)
+
+	_, err = sema.Open(ctx, "localhost:7543")
+	fmt.Println(err)
+	// Output:
+	// token 1
+	// sema: invalid argument: backend URL "localhost:7543" has no scheme: for a sema server write http://localhost:7543
+}

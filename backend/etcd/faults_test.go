@@ -10,7 +10,6 @@ import (
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/etcd"
-	"github.com/sema-dev/sema/internal/dsn"
 	"github.com/sema-dev/sema/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -44,9 +43,9 @@ func TestUnreachable(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("Open took %v with a 300ms dial timeout", d)
 	}
-	_, err = dsn.Open(context.Background(), "etcd://"+addr+"/x?dial-timeout=300ms")
+	_, err = sema.Open(context.Background(), "etcd://"+addr+"/x?dial-timeout=300ms")
 	if !errors.Is(err, sema.ErrUnavailable) {
-		t.Fatalf("dsn.Open: %v, want ErrUnavailable", err)
+		t.Fatalf("sema.Open: %v, want ErrUnavailable", err)
 	}
 	t.Logf("%v", err)
 }
@@ -77,7 +76,7 @@ func TestCredentials(t *testing.T) {
 			t.Errorf("Open as %q: %v, want ErrPermission", cfg.Username, err)
 		}
 	}
-	b, err := dsn.Open(ctx, "etcd://root:s3cret%2Fpw@"+c.Endpoints()[0]+"/auth")
+	b, err := sema.Open(ctx, "etcd://root:s3cret%2Fpw@"+c.Endpoints()[0]+"/auth")
 	if err != nil {
 		t.Fatalf("Open with the right password: %v", err)
 	}

@@ -12,13 +12,12 @@ import (
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/file"
-	"github.com/sema-dev/sema/internal/dsn"
 	"golang.org/x/sys/unix"
 )
 
-func TestDSN(t *testing.T) {
+func TestOpenURL(t *testing.T) {
 	dir := t.TempDir()
-	b, err := dsn.Open(context.Background(), "file://"+dir+"/locks")
+	b, err := sema.Open(context.Background(), "file://"+dir+"/locks")
 	if err != nil {
 		t.Fatalf("file://%s/locks: %v", dir, err)
 	}
@@ -28,8 +27,8 @@ func TestDSN(t *testing.T) {
 	b.Close()
 	for _, u := range []string{"file://", "file:relative/dir", "file://host/dir", "file://./dir",
 		"file://user@/dir", "file:///tmp/x?sync=1"} {
-		if b, err := dsn.Open(context.Background(), u); !errors.Is(err, sema.ErrInvalidArgument) || b != nil {
-			t.Errorf("dsn.Open(%q) = %v, %v; want ErrInvalidArgument", u, b, err)
+		if b, err := sema.Open(context.Background(), u); !errors.Is(err, sema.ErrInvalidArgument) || b != nil {
+			t.Errorf("sema.Open(%q) = %v, %v; want ErrInvalidArgument", u, b, err)
 		}
 	}
 }

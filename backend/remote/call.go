@@ -215,6 +215,9 @@ func decodeLease(op, name string, status int, body []byte, out *wire.Lease) (fou
 	if status != http.StatusOK {
 		return false, badAnswer(op, name, status, body)
 	}
+	if env.AlreadyReleased { // the server's idempotent answer: for the contract, not held
+		return false, fmt.Errorf("remote: %s %q: released already: %w", op, name, sema.ErrNotHeld)
+	}
 	if env.Lease == nil {
 		*out = wire.Lease{}
 		return false, nil

@@ -36,8 +36,8 @@ func TestCLIAgainstServer(t *testing.T) {
 		return stdout, stderr, code
 	}
 
-	t.Run("run --no-wait while held", func(t *testing.T) {
-		_, stderr, code := runSema(t, "run", be, "--no-wait", name, "--", "true")
+	t.Run("run --nonblock while held", func(t *testing.T) {
+		_, stderr, code := runSema(t, "run", be, "--nonblock", name, "--", "true")
 		if code != 75 {
 			t.Fatalf("exit %d, want 75 (not acquired); stderr: %s", code, stderr)
 		}

@@ -44,6 +44,9 @@ func apiError(op, name string, e *wire.Error) error {
 		}
 	case wire.CodeNotHeld:
 		target = sema.ErrNotHeld
+		if op == "renew" { // a lease the server does not know is lost to its holder
+			target = fmt.Errorf("%w: %w", sema.ErrLeaseLost, sema.ErrNotHeld)
+		}
 	case wire.CodeInvalidName:
 		target = sema.ErrInvalidName
 	case wire.CodeInvalidArgument, wire.CodeBadRequest, wire.CodeTooLarge:

@@ -3,39 +3,41 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 )
 
-// benchCmd dispatches to the benchmark scenarios.
-var benchCmd = &command{
-	name:    "bench",
-	summary: "run a lock-contention benchmark scenario against bare flock(2)",
-	run: func(ctx context.Context, env *Env, args []string) int {
-		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			benchUsage(env.Stderr)
-			if len(args) == 0 {
-				return ExitUsage
+// benchCommand dispatches to the benchmark scenarios.
+func benchCommand() *command {
+	return &command{
+		name:     "bench",
+		summary:  "run a lock-contention benchmark scenario against bare flock(2)",
+		synopsis: "sema bench SCENARIO [flags]",
+		help:     benchHelp,
+		args:     func() []string { return []string{"contend", "pivot"} },
+		run: func(ctx context.Context, env *Env, args []string) int {
+			if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+				if len(args) == 0 {
+					fmt.Fprint(env.Stderr, "usage: sema bench SCENARIO [flags]\n"+benchHelp)
+					return ExitUsage
+				}
+				fmt.Fprint(env.Stdout, "usage: sema bench SCENARIO [flags]\n"+benchHelp)
+				return ExitOK
 			}
-			return ExitOK
-		}
-		switch args[0] {
-		case "pivot":
-			return benchPivot(ctx, env, args[1:])
-		case "contend":
-			return benchContend(ctx, env, args[1:])
-		}
-		fmt.Fprintf(env.Stderr, "sema bench: unknown scenario %q\n", args[0])
-		benchUsage(env.Stderr)
-		return ExitUsage
-	},
+			switch args[0] {
+			case "pivot":
+				return benchPivot(ctx, env, args[1:])
+			case "contend":
+				return benchContend(ctx, env, args[1:])
+			}
+			fmt.Fprintf(env.Stderr, "sema bench: unknown scenario %q (see 'sema help bench')\n", args[0])
+			return ExitUsage
+		},
+	}
 }
 
-func benchUsage(w io.Writer) {
-	fmt.Fprint(w, `usage: sema bench SCENARIO [flags]
-
+const benchHelp = `
 scenarios:
   contend P processes increment one counter file under one lock, on sema
           and on bare flock(2), at several P; then shell loops of sema run
@@ -45,8 +47,7 @@ scenarios:
           on bare flock(2); prints lock-wait avg and p99 per S
 
 Run 'sema bench SCENARIO -h' for its flags.
-`)
-}
+`
 
 // benchWorkdir prepares a scenario's working directory *dir (a temporary
 // one, removed by cleanup, if empty) and, if *backend is empty, a file://

@@ -48,7 +48,8 @@ The host's load average is printed before and after.
 `
 
 func parseContendArgs(args []string, w io.Writer) (o lockbench.ContendOptions, cli lockbench.CLILoop, help bool, err error) {
-	fs := newFlagSetHelp("bench contend", contendSynopsis, contendHelp, w)
+	c := &command{name: "bench contend", synopsis: contendSynopsis, help: contendHelp}
+	fs := c.newFlagSet()
 	procs := fs.String("procs", "2,8,50", "comma-separated `list` of process counts P (\"\": none)")
 	fs.IntVar(&o.Increments, "increments", 2000, "increments per round (`N`), shared among the P processes")
 	fs.IntVar(&o.Rounds, "rounds", 5, "`N` rounds per P, each lock once per round")
@@ -59,14 +60,14 @@ func parseContendArgs(args []string, w io.Writer) (o lockbench.ContendOptions, c
 	fs.IntVar(&cli.Loops, "cli-loops", 50, "concurrent shell `loops` of sema run and flock(1); 0: skip the shell loops")
 	fs.IntVar(&cli.Runs, "cli-runs", 10, "`runs` per shell loop")
 	fs.BoolVar(&cli.True, "cli-true", false, "in the shell loops, run true(1) under the lock instead of an increment")
-	if err := parseFlagsErr(fs, args); err != nil {
+	if rest, err := parseArgs(fs, args, false); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			c.printUsage(w, fs)
 			return o, cli, true, nil
 		}
-		return o, cli, false, err
-	}
-	if fs.NArg() > 0 {
-		return o, cli, false, usageError("unexpected argument %q", fs.Arg(0))
+		return o, cli, false, usageError("%s (see 'sema bench contend -h')", err)
+	} else if len(rest) > 0 {
+		return o, cli, false, usageError("unexpected argument %q", rest[0])
 	}
 	for _, f := range strings.FieldsFunc(*procs, func(r rune) bool { return r == ',' }) {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -115,7 +116,7 @@ func benchContend(ctx context.Context, env *Env, args []string) int {
 	}
 	defer cleanup()
 	o.Spawn = func(id int, counter, name string) *exec.Cmd {
-		c := exec.Command(self, contendWorkerCmd.name, "-id", strconv.Itoa(id), "-counter", counter, "-name", name, "-backend", o.Backend)
+		c := exec.Command(self, contendWorkerName, "-id", strconv.Itoa(id), "-counter", counter, "-name", name, "-backend", o.Backend)
 		c.Stderr = env.Stderr
 		return c
 	}
@@ -127,28 +128,34 @@ func benchContend(ctx context.Context, env *Env, args []string) int {
 	return benchDone(ctx, env, "contend", lockbench.Contend(ctx, o, env.Stdout, env.Stderr))
 }
 
-// contendWorkerCmd is one worker process of sema bench contend.
-var contendWorkerCmd = &command{
-	name:    "__contend",
-	summary: "internal: a worker process of sema bench contend",
-	hidden:  true,
-	run: func(ctx context.Context, env *Env, args []string) int {
-		fs := flag.NewFlagSet("sema __contend", flag.ContinueOnError)
-		fs.SetOutput(env.Stderr)
-		var a lockbench.WorkerArgs
-		fs.IntVar(&a.ID, "id", 0, "worker number")
-		fs.StringVar(&a.Counter, "counter", "", "counter file")
-		fs.StringVar(&a.Name, "name", "", "sema name")
-		backend := fs.String("backend", "", "sema backend URL")
-		if err := fs.Parse(args); err != nil || a.Counter == "" || a.Name == "" || *backend == "" {
-			fmt.Fprintln(env.Stderr, "sema __contend: internal command of sema bench contend, not for direct use")
-			return ExitUsage
-		}
-		a.Open = func(ctx context.Context) (sema.Backend, error) { return openBackend(ctx, *backend, env.Getenv) }
-		if err := lockbench.Worker(ctx, a, env.Stdin, env.Stdout); err != nil {
-			fmt.Fprintf(env.Stderr, "sema __contend: %v\n", err)
-			return exitCodeFor(err)
-		}
-		return ExitOK
-	},
+// contendWorkerName is the hidden subcommand of one worker process of sema
+// bench contend.
+const contendWorkerName = "__contend"
+
+// contendWorkerCommand is one worker process of sema bench contend.
+func contendWorkerCommand() *command {
+	return &command{
+		name:    contendWorkerName,
+		summary: "internal: a worker process of sema bench contend",
+		hidden:  true,
+		run: func(ctx context.Context, env *Env, args []string) int {
+			fs := flag.NewFlagSet("sema __contend", flag.ContinueOnError)
+			fs.SetOutput(env.Stderr)
+			var a lockbench.WorkerArgs
+			fs.IntVar(&a.ID, "id", 0, "worker number")
+			fs.StringVar(&a.Counter, "counter", "", "counter file")
+			fs.StringVar(&a.Name, "name", "", "sema name")
+			backend := fs.String("backend", "", "sema backend URL")
+			if err := fs.Parse(args); err != nil || a.Counter == "" || a.Name == "" || *backend == "" {
+				fmt.Fprintln(env.Stderr, "sema __contend: internal command of sema bench contend, not for direct use")
+				return ExitUsage
+			}
+			a.Open = func(ctx context.Context) (sema.Backend, error) { return sema.OpenEnv(ctx, *backend) }
+			if err := lockbench.Worker(ctx, a, env.Stdin, env.Stdout); err != nil {
+				fmt.Fprintf(env.Stderr, "sema __contend: %s\n", errMessage(err))
+				return exitCodeFor(err)
+			}
+			return ExitOK
+		},
+	}
 }

@@ -37,10 +37,11 @@ before and after.
 `
 
 func parsePivotArgs(args []string, w io.Writer) (o lockbench.PivotOptions, help bool, err error) {
-	fs := newFlagSetHelp("bench pivot", pivotSynopsis, pivotHelp, w)
+	c := &command{name: "bench pivot", synopsis: pivotSynopsis, help: pivotHelp}
+	fs := c.newFlagSet()
 	fs.IntVar(&o.Workers, "workers", 16, "concurrent `N` workers")
-	fs.DurationVar(&o.Interval, "interval", 100*time.Millisecond, "mean `pause` between a worker's updates")
-	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "how long each (S, lock, layout) configuration runs in all")
+	durationVar(fs, &o.Interval, "interval", 100*time.Millisecond, "mean `pause` between a worker's updates (seconds or a duration)")
+	durationVar(fs, &o.Duration, "duration", 10*time.Second, "how long each (S, lock, layout) configuration runs in all (`SECONDS` or a duration)")
 	fs.IntVar(&o.Rounds, "rounds", 10, "`N` rounds per S and layout, each lock running duration/N in each")
 	servers := fs.String("servers", "10,50,100,200,500", "comma-separated `list` of server counts S")
 	fs.IntVar(&o.Payload, "payload", 2048, "approximate JSON `bytes` per server")
@@ -48,14 +49,14 @@ func parsePivotArgs(args []string, w io.Writer) (o lockbench.PivotOptions, help 
 	fs.StringVar(&o.Dir, "dir", "", "working `directory` for the data (and default lock) files (default: a temporary one, removed at the end)")
 	locks := fs.String("locks", "sema,flock", "`which` locks to measure: sema, flock")
 	layouts := fs.String("layouts", "global,sharded", "`which` layouts to measure: global, sharded")
-	if err := parseFlagsErr(fs, args); err != nil {
+	if rest, err := parseArgs(fs, args, false); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			c.printUsage(w, fs)
 			return o, true, nil
 		}
-		return o, false, err
-	}
-	if fs.NArg() > 0 {
-		return o, false, usageError("unexpected argument %q", fs.Arg(0))
+		return o, false, usageError("%s (see 'sema bench pivot -h')", err)
+	} else if len(rest) > 0 {
+		return o, false, usageError("unexpected argument %q", rest[0])
 	}
 	switch {
 	case o.Workers < 1 || o.Workers > 10000:
@@ -122,6 +123,6 @@ func benchPivot(ctx context.Context, env *Env, args []string) int {
 		return code
 	}
 	defer cleanup()
-	o.Open = func(ctx context.Context) (sema.Backend, error) { return openBackend(ctx, o.Backend, env.Getenv) }
+	o.Open = func(ctx context.Context) (sema.Backend, error) { return sema.OpenEnv(ctx, o.Backend) }
 	return benchDone(ctx, env, "pivot", lockbench.Pivot(ctx, o, env.Stdout, env.Stderr))
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sema-dev/sema/internal/dsn"
+	"github.com/sema-dev/sema"
 )
 
 // TestBenchPivotSmoke runs a tiny pivot benchmark on every lock and layout;
@@ -37,7 +37,7 @@ func TestBenchPivotSmoke(t *testing.T) {
 }
 
 func fileBackendOK(u string) bool {
-	b, err := dsn.Open(context.Background(), u)
+	b, err := sema.Open(context.Background(), u)
 	if err != nil {
 		return false
 	}

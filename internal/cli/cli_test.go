@@ -9,48 +9,23 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/sema-dev/sema/internal/dsn"
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
-// semaBin is the sema binary built once by TestMain, for tests that need
-// real processes.
-var semaBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sema-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	semaBin = filepath.Join(dir, "sema")
-	goTool, err := exec.LookPath("go") // go test puts its own go first in PATH
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	build := exec.Command(goTool, "build", "-o", semaBin, "github.com/sema-dev/sema/cmd/sema")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building sema:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // fileBackend returns a file:// URL in a fresh directory, or skips the test
 // if this build has no file backend.
 func fileBackend(t *testing.T) string {
 	t.Helper()
 	u := (&url.URL{Scheme: "file", Path: t.TempDir()}).String()
-	b, err := dsn.Open(context.Background(), u)
+	b, err := sema.Open(context.Background(), u)
 	if err != nil {
 		t.Skipf("file backend unavailable: %v", err)
 	}
@@ -58,9 +33,10 @@ func fileBackend(t *testing.T) string {
 	return u
 }
 
-// sema prepares the sema binary with args and SEMA_BACKEND=backend.
-func semaCmd(backend string, args ...string) *exec.Cmd {
-	c := exec.Command(semaBin, args...)
+// semaCmd prepares the sema binary (built once per test binary) with args
+// and SEMA_BACKEND=backend.
+func semaCmd(t *testing.T, backend string, args ...string) *exec.Cmd {
+	c := exec.Command(testenv.SemaBinary(t), args...)
 	c.Env = append(os.Environ(), "SEMA_BACKEND="+backend)
 	return c
 }
@@ -68,7 +44,7 @@ func semaCmd(backend string, args ...string) *exec.Cmd {
 // runSema runs sema to completion and returns its output and exit code.
 func runSema(t *testing.T, backend string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	c := semaCmd(backend, args...)
+	c := semaCmd(t, backend, args...)
 	var o, e bytes.Buffer
 	c.Stdout, c.Stderr = &o, &e
 	err := c.Run()
@@ -95,7 +71,7 @@ func startSema(t *testing.T, backend string, args ...string) *started {
 // startSemaEnv is startSema with extra environment variables.
 func startSemaEnv(t *testing.T, env []string, backend string, args ...string) *started {
 	t.Helper()
-	c := semaCmd(backend, args...)
+	c := semaCmd(t, backend, args...)
 	c.Env = append(c.Env, env...)
 	s := &started{cmd: c, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	c.Stdout, c.Stderr = s.stdout, s.stderr

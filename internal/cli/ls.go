@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"text/tabwriter"
 	"time"
 
@@ -12,42 +14,54 @@ import (
 	"github.com/sema-dev/sema/internal/human"
 )
 
-const lsSynopsis = "sema ls [flags] [PREFIX]"
-
-// lsCmd lists the names that have holders or waiters.
-var lsCmd = &command{
-	name:    "ls",
-	summary: "list held semaphores: used/limit, holders, waiters, oldest holder",
-	run: func(ctx context.Context, env *Env, args []string) int {
-		fs := newFlagSet("ls", lsSynopsis, env.Stderr)
-		backend := backendFlag(fs)
-		asJSON := fs.Bool("json", false, "print JSON (an array of statuses) instead of a table")
-		if code, done := parseFlags(fs, args); done {
+// lsCommand lists the names that have holders or waiters.
+func lsCommand() *command {
+	c := &command{
+		name:         "ls",
+		summary:      "list held semaphores: used/limit, holders, waiters, oldest holder",
+		synopsis:     "sema ls [flags] [PREFIX]",
+		interspersed: true,
+	}
+	var backend string
+	var asJSON bool
+	register := func(fs *flag.FlagSet) {
+		backendFlag(fs, &backend)
+		fs.BoolVar(&asJSON, "json", false, "print JSON (an array of statuses) instead of a table")
+	}
+	c.flags = register
+	c.run = func(ctx context.Context, env *Env, args []string) int {
+		rest, code, done := c.parse(env, args, register)
+		if done {
 			return code
 		}
-		if fs.NArg() > 1 {
-			fmt.Fprintf(env.Stderr, "sema ls: one PREFIX at most\nusage: %s\n", lsSynopsis)
+		if len(rest) > 1 {
+			fmt.Fprintf(env.Stderr, "sema ls: one PREFIX at most (usage: %s)\n", c.synopsis)
 			return ExitUsage
 		}
-		c, code := openClient(ctx, env, *backend)
-		if c == nil {
+		cl, code := openClient(ctx, env.Stderr, "ls", backend, slog.LevelWarn)
+		if cl == nil {
 			return code
 		}
-		defer c.Close()
-		sts, err := c.List(ctx, fs.Arg(0))
+		defer cl.Close()
+		prefix := ""
+		if len(rest) == 1 {
+			prefix = rest[0]
+		}
+		sts, err := cl.List(ctx, prefix)
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "sema ls: %s\n", errMessage(err))
 			return exitCodeFor(err)
 		}
-		if *asJSON {
+		if asJSON {
 			if sts == nil {
 				sts = []sema.Status{}
 			}
-			return writeJSON(env, sts)
+			return writeJSON(env, "ls", sts)
 		}
 		printList(env.Stdout, sts)
 		return ExitOK
-	},
+	}
+	return c
 }
 
 // printList prints one line per name.
@@ -82,11 +96,11 @@ func oldestHolder(hs []sema.Holder) (sema.Holder, bool) {
 	return o, true
 }
 
-func writeJSON(env *Env, v any) int {
+func writeJSON(env *Env, cmd string, v any) int {
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(env.Stderr, "sema: %v\n", err)
+		fmt.Fprintf(env.Stderr, "sema %s: %v\n", cmd, err)
 		return ExitInternal
 	}
 	return ExitOK

@@ -114,7 +114,7 @@ func TestInspectUsage(t *testing.T) {
 		{"release", "--force"},
 		{"release", "--force", "--lease", "bad id!", "x"},
 	} {
-		if _, stderr, code := runSema(t, "mem://", args...); code != ExitUsage || stderr == "" {
+		if _, stderr, code := runSema(t, fileBackend(t), args...); code != ExitUsage || stderr == "" {
 			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
 		}
 	}

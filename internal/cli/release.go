@@ -3,77 +3,86 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/human"
 )
 
-const releaseSynopsis = "sema release --force [--now] [--lease ID] NAME"
-
-// releaseCmd force-releases leases: an admin tool, audited on stderr.
-var releaseCmd = &command{
-	name:    "release",
-	summary: "force-release a semaphore's leases (admin)",
-	run: func(ctx context.Context, env *Env, args []string) int {
-		fs := newFlagSet("release", releaseSynopsis, env.Stderr)
-		backend := backendFlag(fs)
-		force := fs.Bool("force", false, "required: end leases held by someone else (their jobs are terminated by sema run)")
-		id := fs.String("lease", "", "release only the lease with this `ID` (see sema status); default: every holder")
-		now := fs.Bool("now", false, "free the permits at once, for a holder known to be dead (default: they free when the lease expires, as its holder may still run until then)")
-		if code, done := parseFlags(fs, args); done {
+// releaseCommand force-releases leases: an admin tool.
+func releaseCommand() *command {
+	c := &command{
+		name:         "release",
+		summary:      "force-release a semaphore's leases (admin)",
+		synopsis:     "sema release --force [--now] [--lease ID] NAME",
+		interspersed: true,
+	}
+	var backend, id string
+	var force, now bool
+	register := func(fs *flag.FlagSet) {
+		backendFlag(fs, &backend)
+		fs.BoolVar(&force, "force", false, "required: end leases held by someone else (their jobs are terminated by sema run)")
+		fs.StringVar(&id, "lease", "", "release only the lease with this `ID` (see sema status); default: every holder")
+		fs.BoolVar(&now, "now", false, "free the permits at once, for a holder known to be dead (default: they free when the lease expires, as its holder may still run until then)")
+	}
+	c.flags = register
+	c.run = func(ctx context.Context, env *Env, args []string) int {
+		rest, code, done := c.parse(env, args, register)
+		if done {
 			return code
 		}
-		if fs.NArg() != 1 {
-			fmt.Fprintf(env.Stderr, "sema release: need exactly one NAME\nusage: %s\n", releaseSynopsis)
+		if len(rest) != 1 {
+			fmt.Fprintf(env.Stderr, "sema release: need exactly one NAME (usage: %s)\n", c.synopsis)
 			return ExitUsage
 		}
-		if !*force {
-			fmt.Fprintf(env.Stderr, "sema release: releasing leases you do not hold needs --force (a holder's own sema run releases its lease when its command ends)\nusage: %s\n", releaseSynopsis)
+		if !force {
+			fmt.Fprintf(env.Stderr, "sema release: releasing leases you do not hold needs --force (a holder's own sema run releases its lease when its command ends)\n")
 			return ExitUsage
 		}
-		name := fs.Arg(0)
+		name := rest[0]
 		if err := sema.ValidateName(name); err != nil {
 			fmt.Fprintf(env.Stderr, "sema release: %s\n", errMessage(err))
 			return ExitUsage
 		}
-		if *id != "" {
-			if err := sema.ValidateID(*id); err != nil {
+		if id != "" {
+			if err := sema.ValidateID(id); err != nil {
 				fmt.Fprintf(env.Stderr, "sema release: --lease: %s\n", errMessage(err))
 				return ExitUsage
 			}
 		}
-		c, code := openClient(ctx, env, *backend)
-		if c == nil {
+		// Warnings at error level only: the force-release is this command's
+		// result, printed below.
+		cl, code := openClient(ctx, env.Stderr, "release", backend, slog.LevelError)
+		if cl == nil {
 			return code
 		}
-		defer c.Close()
+		defer cl.Close()
 		var opts []sema.ForceOption
-		if *now {
+		if now {
 			opts = append(opts, sema.ForceNow())
 		}
-		hs, err := c.ForceRelease(ctx, name, *id, opts...)
+		hs, err := cl.ForceRelease(ctx, name, id, opts...)
 		for _, h := range hs {
 			fmt.Fprintf(env.Stdout, "released %q lease %s (owner %s, token %d, weight %d, held for %s); %s\n",
-				human.Line(name), h.ID, human.Line(h.Owner), h.Token, h.Weight, human.Age(h.AcquiredAt), freesWhen(h, *now))
+				human.Line(name), h.ID, human.Line(h.Owner), h.Token, h.Weight, human.Age(h.AcquiredAt), freesWhen(h, now))
 		}
 		switch {
-		case errors.Is(err, sema.ErrNotHeld) && *id != "":
-			fmt.Fprintf(env.Stderr, "sema release: %q has no lease %s: nothing released\n", human.Line(name), *id)
+		case errors.Is(err, sema.ErrNotHeld) && id != "":
+			fmt.Fprintf(env.Stderr, "sema release: %q has no lease %s: nothing released\n", human.Line(name), id)
 			return ExitFailure
-		case errors.Is(err, sema.ErrNotHeld):
+		case errors.Is(err, sema.ErrNotHeld) || err == nil && len(hs) == 0:
 			fmt.Fprintf(env.Stderr, "sema release: %q is not held: nothing released\n", human.Line(name))
 			return ExitFailure
 		case err != nil:
 			fmt.Fprintf(env.Stderr, "sema release: %s\n", errMessage(err))
 			return exitCodeFor(err)
-		case len(hs) == 0:
-			fmt.Fprintf(env.Stderr, "sema release: %q is not held: nothing released\n", human.Line(name))
-			return ExitFailure
 		}
 		return ExitOK
-	},
+	}
+	return c
 }
 
 // freesWhen says when the permits of a force-released holder free.

@@ -12,10 +12,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 func TestRunExitStatusPassesThrough(t *testing.T) {
 	t.Parallel()
+	be := fileBackend(t)
 	for _, tc := range []struct {
 		script string
 		want   int
@@ -26,21 +29,21 @@ func TestRunExitStatusPassesThrough(t *testing.T) {
 		{"kill -TERM $$", 128 + 15},
 		{"kill -KILL $$", 128 + 9},
 	} {
-		_, stderr, code := runSema(t, "mem://", "run", "job", "--", "sh", "-c", tc.script)
+		_, stderr, code := runSema(t, be, "run", "job", "--", "sh", "-c", tc.script)
 		if code != tc.want {
 			t.Errorf("%q: exit %d, want %d; stderr: %s", tc.script, code, tc.want, stderr)
 		}
 	}
-	if _, stderr, code := runSema(t, "mem://", "run", "job", "--", "/nonexistent/cmd"); code != 127 {
+	if _, stderr, code := runSema(t, be, "run", "job", "--", "/nonexistent/cmd"); code != 127 {
 		t.Errorf("missing command: exit %d, want 127; stderr: %s", code, stderr)
 	}
 }
 
 func TestRunUsageErrors(t *testing.T) {
 	t.Parallel()
+	be := fileBackend(t)
 	for _, args := range [][]string{
 		{},
-		{"name"},
 		{"name", "--"},
 		{"--limit", "0", "name", "--", "true"},
 		{"--limit", "-1", "name", "--", "true"},
@@ -49,7 +52,11 @@ func TestRunUsageErrors(t *testing.T) {
 		{"--ttl", "1ns", "name", "--", "true"},
 		{"--ttl", "forever", "name", "--", "true"},
 		{"--wait", "-1s", "name", "--", "true"},
-		{"--wait", "1s", "--no-wait", "name", "--", "true"},
+		{"--wait", "1s", "--nonblock", "name", "--", "true"},
+		{"-n", "3", "name", "--", "true"},
+		{"-s", "name", "--", "true"},
+		{"-E", "300", "name", "--", "true"},
+		{"name", "-c"},
 		{"--max-hold", "0s", "name", "--", "true"},
 		{"--grace", "10s", "name", "--", "true"}, // > ttl/10
 		{"--owner", "a\nb", "name", "--", "true"},
@@ -58,7 +65,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"", "--", "true"},
 		{"bad\x01name", "--", "true"},
 	} {
-		_, stderr, code := runSema(t, "mem://", append([]string{"run"}, args...)...)
+		_, stderr, code := runSema(t, be, append([]string{"run"}, args...)...)
 		if code != ExitUsage {
 			t.Errorf("run %q: exit %d, want %d", args, code, ExitUsage)
 		}
@@ -66,14 +73,16 @@ func TestRunUsageErrors(t *testing.T) {
 			t.Errorf("run %q: want one line of explanation, got %q", args, stderr)
 		}
 	}
-	if _, _, code := runSema(t, "mem://", "run", "-h"); code != ExitOK {
-		t.Errorf("run -h: exit %d, want 0", code)
+	for _, h := range []string{"-h", "--help"} {
+		if stdout, _, code := runSema(t, be, "run", h); code != ExitOK || !strings.Contains(stdout, "usage: sema run") {
+			t.Errorf("run %s: exit %d, want 0 and the help on stdout; got %q", h, code, stdout)
+		}
 	}
 }
 
 func TestRunEnvironment(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, code := runSema(t, "mem://", "run", "--limit", "3", "--weight", "2", "--owner", "me", "envjob", "--",
+	stdout, stderr, code := runSema(t, fileBackend(t), "run", "--limit", "3", "--weight", "2", "--owner", "me", "envjob", "--",
 		"sh", "-c", `echo "$SEMA_NAME|$SEMA_TOKEN|$SEMA_LEASE_ID|$SEMA_LIMIT|$SEMA_WEIGHT"`)
 	if code != 0 {
 		t.Fatalf("exit %d; stderr: %s", code, stderr)
@@ -89,12 +98,13 @@ func TestRunEnvironment(t *testing.T) {
 
 func TestRunForwardsSignals(t *testing.T) {
 	t.Parallel()
+	be := fileBackend(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		dir := t.TempDir()
 		ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
 		script := `trap 'echo "$1" > ` + got + `; exit 7' ` + strings.TrimPrefix(sigName(sig), "SIG") +
 			`; echo $$ > ` + ready + `; while :; do sleep 0.05; done`
-		s := startSema(t, "mem://", "run", "sig", "--", "sh", "-c", script, "sh", sigName(sig))
+		s := startSema(t, be, "run", "sig", "--", "sh", "-c", script, "sh", sigName(sig))
 		waitFile(t, ready, s)
 		sendSignal(t, s, sig)
 		if code := s.wait(t, 30*time.Second); code != 7 {
@@ -125,7 +135,7 @@ func TestRunLeftoversDie(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "bg")
-	_, stderr, code := runSema(t, "mem://", "run", "left", "--", "sh", "-c", "sleep 100 & echo $! > "+pidFile+"; exit 4")
+	_, stderr, code := runSema(t, fileBackend(t), "run", "left", "--", "sh", "-c", "sleep 100 & echo $! > "+pidFile+"; exit 4")
 	if code != 4 {
 		t.Fatalf("exit %d; stderr: %s", code, stderr)
 	}
@@ -141,12 +151,13 @@ func TestRunLeftoversDie(t *testing.T) {
 // sema run.
 func TestRunKeepsIgnoredSignals(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, code := runSema(t, "mem://", "run", "--owner", "x", "ign", "--", "true") // warm-up: binary works
+	be := fileBackend(t)
+	stdout, stderr, code := runSema(t, be, "run", "--owner", "x", "ign", "--", "true") // warm-up: binary works
 	if code != 0 {
 		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
 	}
-	c := semaCmd("mem://")
-	c.Path, c.Args = "/bin/sh", []string{"sh", "-c", `trap '' INT HUP; exec "$0" run ign -- sh -c 'kill -INT $$; kill -HUP $$; echo survived'`, semaBin}
+	c := semaCmd(t, be)
+	c.Path, c.Args = "/bin/sh", []string{"sh", "-c", `trap '' INT HUP; exec "$0" run ign -- sh -c 'kill -INT $$; kill -HUP $$; echo survived'`, c.Args[0]}
 	out, err := c.CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "survived" {
 		t.Fatalf("job with SIGINT and SIGHUP ignored at start: %v, output %q", err, out)
@@ -177,7 +188,7 @@ func TestRunSupervisorKilledBeforeReport(t *testing.T) {
 func supervisorKilled(t *testing.T, name string, env []string) *started {
 	t.Helper()
 	pidFile := filepath.Join(t.TempDir(), "pids")
-	s := startSemaEnv(t, env, "mem://", "run", name, "--", "sh", "-c",
+	s := startSemaEnv(t, env, fileBackend(t), "run", name, "--", "sh", "-c",
 		"trap '' TERM; sleep 100 & echo $PPID $$ $! > "+pidFile+"; sleep 100; wait")
 	ps := pids(t, waitFile(t, pidFile, s))
 	if err := syscall.Kill(ps[0], syscall.SIGKILL); err != nil {
@@ -206,6 +217,7 @@ func TestRunGivesJobTheTerminal(t *testing.T) {
 	if err != nil {
 		t.Skip("no script(1) to make a pty")
 	}
+	be := fileBackend(t)
 	for _, sh := range []string{"/bin/sh", "/bin/bash", "/bin/dash"} {
 		t.Run(sh, func(t *testing.T) {
 			if _, err := os.Stat(sh); err != nil {
@@ -214,7 +226,7 @@ func TestRunGivesJobTheTerminal(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			c := exec.CommandContext(ctx, script, "-qec", semaBin+` run --backend mem:// tty -- sh -c 'read l; echo "got:$l"; exit 3'`, "/dev/null")
+			c := exec.CommandContext(ctx, script, "-qec", testenv.SemaBinary(t)+` run --backend `+be+` tty -- sh -c 'read l; echo "got:$l"; exit 3'`, "/dev/null")
 			c.Env = append(os.Environ(), "SHELL="+sh) // script(1) runs the command with $SHELL -c
 			c.Stdin = strings.NewReader("hello\n")
 			out, err := c.CombinedOutput()

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"flag"
 	"fmt"
 	"log"
 	"log/slog"
@@ -14,7 +16,6 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
-	"github.com/sema-dev/sema/internal/dsn"
 	"github.com/sema-dev/sema/internal/server"
 	"github.com/sema-dev/sema/internal/store"
 )
@@ -25,11 +26,37 @@ const (
 	shutdownBudget = 30 * time.Second
 )
 
-var serveCmd = &command{
-	name:    "serve",
-	summary: "serve the HTTP/JSON API (embedded durable store, or --backend)",
-	run:     runServe,
+func serveCommand() *command {
+	c := &command{
+		name:     "serve",
+		summary:  "serve the HTTP/JSON API (embedded durable store, or --backend)",
+		synopsis: "sema serve [--listen ADDR] [--data-dir DIR | --backend URL] [flags]",
+		help:     serveHelp,
+	}
+	c.flags = func(fs *flag.FlagSet) { new(serveOptions).register(fs) }
+	c.run = func(ctx context.Context, env *Env, args []string) int {
+		var o serveOptions
+		rest, code, done := c.parse(env, args, o.register)
+		if done {
+			return code
+		}
+		if len(rest) > 0 {
+			fmt.Fprintf(env.Stderr, "sema serve: unexpected argument %q\n", rest[0])
+			return ExitUsage
+		}
+		return runServe(ctx, env, &o)
+	}
+	return c
 }
+
+const serveHelp = `
+Serves the HTTP/JSON API and the sema-mux protocol of the Go client over the
+embedded durable store (in --data-dir), or over another backend (--backend:
+redis://, postgres://, etcd://, file://, or mem:// — one memory shared by
+every client of this server, lost when it stops, fencing tokens included).
+It listens on loopback unless told otherwise, and needs --token-file beyond
+it. Once started, it writes log records (logfmt) on standard error.
+`
 
 type serveOptions struct {
 	listen, dataDir, backend   string
@@ -43,44 +70,46 @@ type serveOptions struct {
 	acceptDataLoss             bool
 }
 
-func runServe(ctx context.Context, env *Env, args []string) int {
-	var o serveOptions
-	fs := newFlagSet("serve", "sema serve [--listen ADDR] [--data-dir DIR | --backend URL] [flags]", env.Stderr)
+// register defines sema serve's flags on fs.
+func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", defaultListen, "`address` to listen on; beyond loopback --token-file is required")
 	fs.StringVar(&o.dataDir, "data-dir", "", "`directory` of the embedded store (default $XDG_STATE_HOME/sema/server or ~/.local/state/sema/server)")
 	fs.StringVar(&o.backend, "backend", "", "serve this backend `URL` instead of the embedded store (no state of its own)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate `file` (PEM); with --tls-key, serve HTTPS")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "TLS private key `file` (PEM)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "`file` of accepted bearer tokens, one \"client|admin TOKEN\" per line")
-	fs.DurationVar(&o.heartbeat, "heartbeat", server.DefaultHeartbeat, "long-poll heartbeat `interval`")
-	fs.DurationVar(&o.maxWait, "max-wait", server.DefaultMaxWait, "cap on an acquire's wait_ms")
+	durationVar(fs, &o.heartbeat, "heartbeat", server.DefaultHeartbeat, "long-poll heartbeat `interval` (seconds or a duration)")
+	durationVar(fs, &o.maxWait, "max-wait", server.DefaultMaxWait, "cap on an acquire's wait_ms (`SECONDS` or a duration)")
 	fs.Int64Var(&o.snapshotBytes, "snapshot-bytes", store.DefaultSnapshotBytes, "log growth (`bytes`) after which the embedded store snapshots and truncates its log")
 	fs.IntVar(&o.maxWaiters, "max-waiters", server.DefaultMaxWaiters, "waiting acquires the server keeps at once; more are refused (too_many_waiters)")
 	fs.IntVar(&o.maxWaitersPer, "max-waiters-per-client", server.DefaultMaxWaitersPerPrincipal, "waiting acquires one client (token, or address without tokens) may have at once")
 	fs.IntVar(&o.maxConnsPer, "max-mux-conns-per-client", server.DefaultMaxConnsPerPrincipal, "sema-mux connections one client may hold open")
 	fs.BoolVar(&o.acceptDataLoss, "accept-data-loss", false, "start even if the embedded store's log lost records (it ends below its last token reservation)")
 	fs.IntVar(&o.procs, "procs", 0, "`CPUs` that run the server's Go code at once (GOMAXPROCS); 0: $GOMAXPROCS if set, else half the CPUs, at least 1")
-	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	if code, done := parseFlags(fs, args); done {
-		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "sema serve: unexpected argument %q\n", fs.Arg(0))
+	fs.StringVar(&o.logLevel, "log-level", "info", "`level` of the log: debug, info, warn or error")
+}
+
+// runServe runs the server until ctx ends. A bad command line is reported
+// as a line "sema serve: …"; once the log exists, errors are log records.
+func runServe(ctx context.Context, env *Env, o *serveOptions) int {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		fmt.Fprintf(env.Stderr, "sema serve: --log-level %q: want debug, info, warn or error\n", o.logLevel)
 		return ExitUsage
 	}
-	if err := serve(ctx, env, &o); err != nil {
-		fmt.Fprintf(env.Stderr, "sema serve: %s\n", errMessage(err))
+	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := serve(ctx, env, o, logger); err != nil {
+		if errors.Is(err, errUsage) {
+			fmt.Fprintf(env.Stderr, "sema serve: %s\n", errMessage(err))
+		} else {
+			logger.Error("sema serve: " + errMessage(err))
+		}
 		return exitCodeFor(err)
 	}
 	return ExitOK
 }
 
-func serve(ctx context.Context, env *Env, o *serveOptions) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return usageError("--log-level %q: want debug, info, warn or error", o.logLevel)
-	}
-	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+func serve(ctx context.Context, env *Env, o *serveOptions, logger *slog.Logger) error {
 
 	var tokens []server.Token
 	if o.tokenFile != "" {
@@ -207,10 +236,13 @@ func serveProcs(env *Env, procs int) int {
 // and says which for the log.
 func openServed(ctx context.Context, env *Env, o *serveOptions, logger *slog.Logger) (sema.Backend, string, error) {
 	if o.backend != "" {
-		label := dsn.Redact(o.backend)
-		b, err := dsn.Open(ctx, o.backend)
+		label := sema.Redact(o.backend)
+		b, err := sema.OpenEnv(ctx, o.backend, sema.WithBackendLogger(logger))
 		if err != nil {
-			return nil, "", fmt.Errorf("--backend %s: %w", label, err)
+			return nil, "", fmt.Errorf("--backend: %w", err)
+		}
+		if d, ok := b.(sema.Declarer); ok && !d.Guarantees().DurableFencing {
+			logger.Warn("sema serve: the backend's state and fencing tokens do not survive a restart of this server", "backend", label)
 		}
 		return b, label, nil
 	}

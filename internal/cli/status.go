@@ -2,42 +2,51 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"text/tabwriter"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/human"
 )
 
-const statusSynopsis = "sema status [flags] NAME"
-
-// statusCmd shows the holders and waiters of one name.
-var statusCmd = &command{
-	name:    "status",
-	summary: "show the holders and waiters of a semaphore",
-	run: func(ctx context.Context, env *Env, args []string) int {
-		fs := newFlagSet("status", statusSynopsis, env.Stderr)
-		backend := backendFlag(fs)
-		asJSON := fs.Bool("json", false, "print the status as JSON")
-		if code, done := parseFlags(fs, args); done {
+// statusCommand shows the holders and waiters of one name.
+func statusCommand() *command {
+	c := &command{
+		name:         "status",
+		summary:      "show the holders and waiters of a semaphore",
+		synopsis:     "sema status [flags] NAME",
+		interspersed: true,
+	}
+	var backend string
+	var asJSON bool
+	register := func(fs *flag.FlagSet) {
+		backendFlag(fs, &backend)
+		fs.BoolVar(&asJSON, "json", false, "print the status as JSON")
+	}
+	c.flags = register
+	c.run = func(ctx context.Context, env *Env, args []string) int {
+		rest, code, done := c.parse(env, args, register)
+		if done {
 			return code
 		}
-		if fs.NArg() != 1 {
-			fmt.Fprintf(env.Stderr, "sema status: need exactly one NAME\nusage: %s\n", statusSynopsis)
+		if len(rest) != 1 {
+			fmt.Fprintf(env.Stderr, "sema status: need exactly one NAME (usage: %s)\n", c.synopsis)
 			return ExitUsage
 		}
-		name := fs.Arg(0)
+		name := rest[0]
 		if err := sema.ValidateName(name); err != nil {
 			fmt.Fprintf(env.Stderr, "sema status: %s\n", errMessage(err))
 			return ExitUsage
 		}
-		c, code := openClient(ctx, env, *backend)
-		if c == nil {
+		cl, code := openClient(ctx, env.Stderr, "status", backend, slog.LevelWarn)
+		if cl == nil {
 			return code
 		}
-		defer c.Close()
-		st, err := c.Describe(ctx, name)
+		defer cl.Close()
+		st, err := cl.Describe(ctx, name)
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "sema status: %s\n", errMessage(err))
 			return exitCodeFor(err)
@@ -45,18 +54,19 @@ var statusCmd = &command{
 		if st.Name == "" {
 			st.Name = name
 		}
-		if *asJSON {
+		if asJSON {
 			if st.Holders == nil {
 				st.Holders = []sema.Holder{}
 			}
 			if st.Waiters == nil {
 				st.Waiters = []sema.WaiterInfo{}
 			}
-			return writeJSON(env, st)
+			return writeJSON(env, "status", st)
 		}
 		printStatus(env.Stdout, st)
 		return ExitOK
-	},
+	}
+	return c
 }
 
 func printStatus(w io.Writer, st sema.Status) {

@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sema-dev/sema/internal/dsn"
+	"github.com/sema-dev/sema"
 )
 
 // ContendOptions configure the contend scenario (see the help of sema
@@ -60,7 +60,7 @@ type contendResult struct {
 // to progress.
 func Contend(ctx context.Context, o ContendOptions, out, progress io.Writer) error {
 	fmt.Fprintf(out, "contend: P processes increment one counter file, each step under one lock; %d increments per round, %d rounds, locks in alternating order; sema backend %s\n",
-		o.Increments, o.Rounds, dsn.Redact(o.Backend))
+		o.Increments, o.Rounds, sema.Redact(o.Backend))
 	fmt.Fprintf(out, "load average before: %s\n", LoadAvg())
 	res := map[string]*contendResult{}
 	for _, p := range o.Procs {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
-	"github.com/sema-dev/sema/internal/dsn"
 )
 
 // PivotOptions configure the pivot scenario (see the help of sema bench
@@ -46,7 +45,7 @@ func Pivot(ctx context.Context, o PivotOptions, out, progress io.Writer) error {
 	growFDTable(o.Workers*64 + slices.Max(o.Servers) + 1024)
 	defer debug.SetGCPercent(debug.SetGCPercent(pivotGCPercent))
 	fmt.Fprintf(out, "pivot: %d workers, one update every ~%v each, %v per configuration in %d rounds, ~%d B per server; sema backend %s\n",
-		o.Workers, o.Interval, o.Duration, o.Rounds, o.Payload, dsn.Redact(o.Backend))
+		o.Workers, o.Interval, o.Duration, o.Rounds, o.Payload, sema.Redact(o.Backend))
 	fmt.Fprintf(out, "load average before: %s\n", LoadAvg())
 	results := map[string]pivotResult{}
 	for _, s := range o.Servers {

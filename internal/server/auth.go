@@ -147,6 +147,18 @@ type caller struct {
 	key  string // whose waiters and connections it counts toward (limits.go)
 }
 
+// label names the caller as the owner of a lease acquired without one:
+// its token's principal, or without tokens its address.
+func (who caller) label() string {
+	if who.Principal != "" {
+		return "token " + who.Principal
+	}
+	if addr, ok := strings.CutPrefix(who.key, "addr "); ok {
+		return "address " + addr
+	}
+	return ""
+}
+
 // limitKey is whom a request's waiters and connections count toward: its
 // token's principal, or without tokens the client's IP address.
 func limitKey(who caller, r *http.Request) string {

@@ -43,7 +43,7 @@ func TestBadRequests(t *testing.T) {
 		{"long owner", "POST", wire.PathAcquire, `{"name":"a","owner":"` + strings.Repeat("o", 256) + `"}`, 400, wire.CodeInvalidArgument},
 		{"negative pid", "POST", wire.PathAcquire, `{"name":"a","pid":-5}`, 400, wire.CodeInvalidArgument},
 		{"float limit", "POST", wire.PathAcquire, `{"name":"a","limit":1.5}`, 400, wire.CodeBadRequest},
-		{"renew unknown", "POST", wire.PathRenew, `{"name":"a","id":"nope"}`, 410, wire.CodeLeaseLost},
+		{"renew unknown", "POST", wire.PathRenew, `{"name":"a","id":"nope"}`, 404, wire.CodeNotHeld},
 		{"renew no id", "POST", wire.PathRenew, `{"name":"a"}`, 400, wire.CodeInvalidArgument},
 		{"release unknown", "POST", wire.PathRelease, `{"name":"a","id":"nope"}`, 404, wire.CodeNotHeld},
 		{"release bad name", "POST", wire.PathRelease, `{"name":"","id":"x"}`, 400, wire.CodeInvalidName},

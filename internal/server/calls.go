@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -43,6 +45,9 @@ func (s *Server) acquire(body []byte, who caller, done func(*poll, sema.Grant, e
 	if err != nil {
 		return nil, err
 	}
+	if req.Owner == "" {
+		req.Owner = who.label()
+	}
 	return s.startPoll(req, who, wait, done)
 }
 
@@ -54,28 +59,45 @@ func (s *Server) renew(ctx context.Context, dst, body []byte, who caller) answer
 	}
 	g, err := s.eng.renew(ctx, in.Name, in.ID, ttl, who.Caller)
 	if err != nil {
+		if errors.Is(err, sema.ErrLeaseLost) && !errors.Is(err, sema.ErrForceReleased) {
+			// The engines cannot tell an expired lease from an ID they
+			// never saw; the ledger can, for the leases of this caller.
+			if known, released := s.leases.lookup(who.Principal, in.Name, in.ID); !known || released {
+				err = fmt.Errorf("%w: %q has no lease %s for this client (never granted, or released)", sema.ErrNotHeld, in.Name, in.ID)
+			}
+		}
 		a := s.refused(dst, routeRenew, err, who)
 		if a.code == wire.CodeLeaseLost {
 			e, _ := toWire(err, false)
 			s.m.losses.WithLabelValues(e.Reason).Inc()
+			s.leases.forget(who.Principal, in.Name, in.ID)
 		}
 		return a
 	}
+	s.leases.held(who.Principal, g.Name, g.ID, g.ExpiresAt)
 	return granted(dst, g, ttl)
 }
 
-var releasedBody = []byte("{}\n")
+var (
+	releasedBody        = []byte("{}\n")
+	releasedAlreadyBody = []byte(`{"already_released":true}` + "\n")
+)
 
 // release serves a release call. It completes even if the client hangs up
-// meanwhile.
+// meanwhile. A release of a lease this caller released moments ago
+// succeeds again (idempotent), saying so.
 func (s *Server) release(ctx context.Context, dst, body []byte, who caller) answer {
 	in, err := decodeRelease(body)
 	if err != nil {
 		return s.refused(dst, routeRelease, err, who)
 	}
 	if err := s.eng.release(context.WithoutCancel(ctx), in.Name, in.ID, who.Caller); err != nil {
+		if _, released := s.leases.lookup(who.Principal, in.Name, in.ID); released && errors.Is(err, sema.ErrNotHeld) {
+			return answer{http.StatusOK, append(dst, releasedAlreadyBody...), "ok"}
+		}
 		return s.refused(dst, routeRelease, err, who)
 	}
+	s.leases.released(who.Principal, in.Name, in.ID)
 	return answer{http.StatusOK, append(dst, releasedBody...), "ok"}
 }
 
@@ -109,6 +131,7 @@ func (s *Server) outcome(dst []byte, g sema.Grant, err error, ttl time.Duration,
 	if err != nil {
 		return s.refused(dst, routeAcquire, err, who), nil
 	}
+	s.leases.held(who.Principal, g.Name, g.ID, g.ExpiresAt)
 	return granted(dst, g, ttl), &g
 }
 

@@ -64,9 +64,13 @@
 // lease is bound to the token that acquired it, by a fingerprint of the
 // token (never the token itself) that the embedded store journals with
 // the lease, so the binding survives restarts; to another client token
-// the lease is unknown (renew: lease_lost, release: not_held). Holder lease IDs are shown to admins only. Without tokens everyone
-// is admin: NeedsAuth tells the CLI when that is refused (any address
-// beyond loopback). /healthz and /metrics need no token: metrics carry no
+// the lease is unknown (renew and release: not_held). The server remembers
+// in memory which leases it granted to whom (ledger.go), to answer a renew
+// of an expired one lease_lost (reason expired) and a repeated release with
+// success; after a restart it answers as for an unknown ID. Holder lease
+// IDs are shown to admins only. Without tokens everyone is admin:
+// NeedsAuth tells the CLI when that is refused (any address beyond
+// loopback). /healthz and /metrics need no token: metrics carry no
 // lock names.
 //
 // # Metrics

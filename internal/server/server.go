@@ -27,6 +27,7 @@ type Server struct {
 	metrics http.Handler
 	routes  map[string]*route
 	limits  *limits
+	leases  *ledger
 
 	closed atomic.Bool
 
@@ -65,7 +66,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, eng: newEngine(cfg.Backend), creds: newCredentials(cfg.Tokens), log: cfg.Logger,
-		routes: make(map[string]*route), limits: newLimits(&cfg)}
+		routes: make(map[string]*route), limits: newLimits(&cfg), leases: newLedger()}
 	st, _ := cfg.Backend.(storeStats)
 	s.m = newMetrics(cfg.Registry, st)
 	s.metrics = promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/human"
@@ -74,7 +75,11 @@ func (s *supervisor) acquire(c *sema.Client) (*sema.Lease, int) {
 	if cfg.Wait == 0 {
 		l, err = sem.TryAcquire(ctx, opts...)
 	} else {
+		noted := s.noteWaiting(c)
 		l, err = sem.Acquire(ctx, opts...)
+		if waited := noted(); waited > 0 && err == nil {
+			s.out.msg("acquired %q after %s", cfg.Name, waited.Round(100*time.Millisecond))
+		}
 	}
 	close(stop)
 	<-watched
@@ -91,10 +96,10 @@ func (s *supervisor) acquire(c *sema.Client) (*sema.Lease, int) {
 		s.out.msg("interrupted by %v while waiting for %q", sig, cfg.Name)
 		return nil, 128 + int(sig)
 	case errors.Is(cause, errFrontGone):
-		return nil, ExitNotAcquired
+		return nil, cfg.NotAcquiredExit
 	case errors.Is(err, sema.ErrNotAcquired):
 		s.out.msg("%s", s.heldMessage(c, err, errors.Is(cause, errWaitExpired)))
-		return nil, ExitNotAcquired
+		return nil, cfg.NotAcquiredExit
 	}
 	s.out.msg("%s", err)
 	return nil, ExitCode(err)
@@ -116,24 +121,82 @@ func (s *supervisor) heldMessage(c *sema.Client, err error, expired bool) string
 		fmt.Fprintf(&b, " within %v", s.cfg.Wait)
 	}
 	if len(holders) > 0 {
-		var used int64
-		for _, h := range holders {
-			used += h.Weight
-		}
-		fmt.Fprintf(&b, ": %d/%d held by ", used, limit)
-		for i, h := range holders {
-			if i == 3 {
-				fmt.Fprintf(&b, ", and %d more", len(holders)-3)
-				break
-			}
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%s (token %d, for %s)", h.Owner, h.Token, human.Age(h.AcquiredAt))
-		}
+		b.WriteString(": ")
+		writeHolders(&b, holders, limit)
 	}
 	return b.String()
 }
+
+// writeHolders describes who holds a name: "1/1 held by OWNER (token N,
+// for AGE)", naming three holders at most.
+func writeHolders(b *strings.Builder, holders []sema.Holder, limit int64) {
+	var used int64
+	for _, h := range holders {
+		used += h.Weight
+	}
+	fmt.Fprintf(b, "%d/%d held by ", used, limit)
+	for i, h := range holders {
+		if i == 3 {
+			fmt.Fprintf(b, ", and %d more", len(holders)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(b, "%s (token %d, for %s)", h.Owner, h.Token, human.Age(h.AcquiredAt))
+	}
+}
+
+// noteWaiting says, if the acquire is still waiting after waitNote, whom it
+// waits for (the holders, when the backend can tell). The returned
+// function stops the note and returns how long the acquire waited if the
+// note was said, else 0.
+func (s *supervisor) noteWaiting(c *sema.Client) (stop func() time.Duration) {
+	if s.cfg.Quiet {
+		return func() time.Duration { return 0 }
+	}
+	start := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	said := make(chan bool, 1)
+	go func() {
+		t := time.NewTimer(waitNote)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			said <- false
+			return
+		case <-t.C:
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "waiting for %q", s.cfg.Name)
+		dctx, dcancel := context.WithTimeout(ctx, waitNote)
+		st, err := c.Describe(dctx, s.cfg.Name)
+		dcancel()
+		switch {
+		case ctx.Err() != nil:
+			said <- false // acquired meanwhile: nothing to say
+			return
+		case err == nil && len(st.Holders) > 0:
+			b.WriteString(": ")
+			writeHolders(&b, st.Holders, st.Limit)
+			if len(st.Waiters) > 1 {
+				fmt.Fprintf(&b, "; %d waiting", len(st.Waiters))
+			}
+		}
+		s.out.msg("%s", b.String())
+		said <- true
+	}()
+	return func() time.Duration {
+		cancel()
+		if <-said {
+			return time.Since(start)
+		}
+		return 0
+	}
+}
+
+// waitNote is how long sema run waits before saying whom it waits for.
+const waitNote = time.Second
 
 // owner is the --owner label, else user@host:pid PROG.
 func (s *supervisor) owner() string {
@@ -141,7 +204,10 @@ func (s *supervisor) owner() string {
 		return s.cfg.Owner
 	}
 	host, _ := os.Hostname()
-	o := fmt.Sprintf("%s@%s:%d %s", s.cfg.User, host, os.Getpid(), filepath.Base(s.cfg.Cmd[0]))
+	o := fmt.Sprintf("%s@%s:%d", s.cfg.User, host, os.Getpid())
+	if len(s.cfg.Cmd) > 0 {
+		o += " " + filepath.Base(s.cfg.Cmd[0])
+	}
 	o = human.Line(strings.ToValidUTF8(o, "?"))
 	for len(o) > sema.MaxOwnerLen {
 		o = strings.ToValidUTF8(o[:sema.MaxOwnerLen], "")

@@ -55,7 +55,11 @@ func (s *supervisor) run(ctl *os.File) int {
 	if l == nil {
 		return code
 	}
-	code = s.runJob(l)
+	if len(s.cfg.Cmd) == 0 {
+		code = s.hold(l)
+	} else {
+		code = s.runJob(l)
+	}
 	err := l.Release(context.Background())
 	switch {
 	case err == nil || code == ExitLeaseLost:
@@ -176,6 +180,7 @@ loop:
 	}
 	status := finish(pgid, *ended)
 	if lost != nil {
+		s.out.msg("job ended: %s", howEnded(status))
 		return ExitLeaseLost
 	}
 	if err := l.Err(); err != nil && errors.Is(err, sema.ErrLeaseLost) {
@@ -258,6 +263,14 @@ func finish(pid int, ev jobEvent) syscall.WaitStatus {
 		return *ev.ws
 	}
 	return reap(pid)
+}
+
+// howEnded says how a job ended: "terminated by SIGTERM", "exit status 0".
+func howEnded(ws syscall.WaitStatus) string {
+	if ws.Signaled() {
+		return "terminated by " + unix.SignalName(ws.Signal())
+	}
+	return fmt.Sprintf("exit status %d", ws.ExitStatus())
 }
 
 // exitStatus is the shell's view of a wait status: the exit code, or

@@ -29,7 +29,14 @@ type Config struct {
 	MaxHold time.Duration // 0: none
 	Grace   time.Duration // SIGTERM → SIGKILL when the job must die
 	Margin  time.Duration // the lease's safety margin
-	Cmd     []string
+	Cmd     []string      // the job; empty: hold the lease until a signal (sema run NAME)
+
+	// NotAcquiredExit is the exit code when the permits were not acquired
+	// (not free, or the wait expired): ExitNotAcquired unless -E says.
+	NotAcquiredExit int
+	// Quiet: say nothing while waiting (otherwise, after a second, who the
+	// run waits for, and when it got the permits).
+	Quiet bool
 }
 
 // Stdio is the front's standard input and outputs, which the job inherits.
@@ -52,7 +59,7 @@ const (
 	ExitUsage       = 64  // bad flags or arguments (EX_USAGE)
 	ExitBackend     = 69  // backend unreachable or failing (EX_UNAVAILABLE)
 	ExitInternal    = 70  // a bug (EX_SOFTWARE)
-	ExitNotAcquired = 75  // the lock was held: --no-wait or --wait expired (EX_TEMPFAIL)
+	ExitNotAcquired = 75  // the lock was held: --nonblock or --timeout expired (EX_TEMPFAIL)
 	ExitLeaseLost   = 76  // the lease was lost while the command ran
 	ExitCannotExec  = 126 // the command exists but cannot be executed (as in the shell)
 	ExitNotFound    = 127 // the command was not found (as in the shell)

@@ -115,7 +115,7 @@ func (w *statusWriter) send(line string) {
 
 // msg queues a message for the front to print on its stderr.
 func (w *statusWriter) msg(format string, args ...any) {
-	w.send("msg sema run: " + human.Line(fmt.Sprintf(format, args...)))
+	w.send("msg sema run: " + human.Line(human.Message(fmt.Sprintf(format, args...))))
 }
 
 // Write makes a statusWriter a log destination: each line becomes a msg.

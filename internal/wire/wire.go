@@ -115,6 +115,9 @@ type Error struct {
 type Envelope struct {
 	Lease *Lease `json:"lease,omitempty"`
 	Error *Error `json:"error,omitempty"`
+	// AlreadyReleased answers a release of a lease the caller released
+	// moments before: a success, as the first one was.
+	AlreadyReleased bool `json:"already_released,omitempty"`
 }
 
 // Error codes (the "code" field) and the HTTP status the server uses for

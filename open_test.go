@@ -1,11 +1,11 @@
-package dsn
+package sema_test
 
 import (
 	"context"
 	"errors"
 	"net/url"
 	"path"
-	"runtime"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,7 +15,7 @@ import (
 	"github.com/sema-dev/sema/backend/remote"
 )
 
-// TestOpen: each scheme Open knows gives its backend.
+// TestOpen: each scheme its package registers opens that package's backend.
 func TestOpen(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
@@ -23,26 +23,18 @@ func TestOpen(t *testing.T) {
 		want func(sema.Backend) bool
 	}{
 		{"mem://", isType[*mem.Backend]},
-		{"memory://", isType[*mem.Backend]},
 		{"MEM://", isType[*mem.Backend]},
 		{"http://127.0.0.1:7878", isType[*remote.Backend]},
 		{"http://localhost:7878/sema", isType[*remote.Backend]},
 		{"https://sema.example:443", isType[*remote.Backend]},
 		{"HTTP://127.0.0.1:7878", isType[*remote.Backend]},
-	}
-	if runtime.GOOS == "linux" {
-		cases = append(cases,
-			struct {
-				url  string
-				want func(sema.Backend) bool
-			}{"file://" + dir + "/locks", func(b sema.Backend) bool {
-				fb, ok := b.(*file.Backend)
-				return ok && fb.Dir() == dir+"/locks"
-			}},
-		)
+		{"file://" + dir + "/locks", func(b sema.Backend) bool {
+			fb, ok := b.(*file.Backend)
+			return ok && fb.Dir() == dir+"/locks"
+		}},
 	}
 	for _, tc := range cases {
-		b, err := Open(context.Background(), tc.url, WithToken("secret-token"))
+		b, err := sema.Open(context.Background(), tc.url, sema.WithAuthToken("secret-token"))
 		if err != nil {
 			t.Errorf("Open(%q): %v", tc.url, err)
 			continue
@@ -54,6 +46,11 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Close of %q: %v", tc.url, err)
 		}
 	}
+	for _, s := range []string{"file", "http", "https", "mem"} { // the packages this test imports
+		if !strings.Contains(" "+strings.Join(sema.Schemes(), " ")+" ", " "+s+" ") {
+			t.Errorf("Schemes() = %v: %s is missing", sema.Schemes(), s)
+		}
+	}
 }
 
 func isType[T sema.Backend](b sema.Backend) bool {
@@ -62,33 +59,35 @@ func isType[T sema.Backend](b sema.Backend) bool {
 }
 
 // TestOpenErrors: bad URLs are ErrInvalidArgument with a message that says
-// what is wrong, and never show a password.
+// what is wrong, or what was meant, once, and never shows a password.
 func TestOpenErrors(t *testing.T) {
+	abs, _ := url.Parse("file://" + mustAbs(t, "relative/dir"))
 	cases := []struct {
 		url  string
 		says string // in the message
 	}{
-		{"", `unknown scheme ""`},
-		{"localhost:7878", "unknown scheme"},
-		{"/var/lib/sema", `unknown scheme ""`},
-		{"gopher://host", `unknown scheme "gopher" (known: ` + strings.Join(Schemes, ", ") + ")"},
+		{"", "empty backend URL"},
+		{"localhost:7878", "for a sema server write http://localhost:7878"},
+		{"127.0.0.1:7543", "for a sema server write http://127.0.0.1:7543"},
+		{"[::1]:7543", "write http://[::1]:7543"},
+		{"/var/lib/sema", "for a directory of lock files write file:///var/lib/sema"},
+		{"relative/dir", "write " + abs.String()},
+		{"~/locks", "the shell does not expand ~"},
+		{"gopher://host", `unknown scheme "gopher" (known: ` + strings.Join(sema.Schemes(), ", ") + ")"},
 		{"ftp://user:hunter2@host/x", "unknown scheme"},
-		{"http://[::1", "not a valid URL"},
-		{"http://user:hunter2@[::1", "not a valid URL"},
-		{"http://a b", "not a valid URL"},
-		{"http://host/\x7f", "not a valid URL"},
-		{"%zz://x", "not a valid URL"},
-		{"http://user:hunter2@host:7878", "SEMA_AUTH_TOKEN"},
-		{"https://user@host", "SEMA_AUTH_TOKEN"},
+		{"user:hunter2@host", "has no scheme"},
+		{"mem://x", "mem:// takes no host"},
+		{"http://user:hunter2@host:7878", "WithAuthToken"},
+		{"https://user@host", "WithAuthToken"},
 		{"file://host/var/lib/sema", "three slashes"},
 		{"file://user:hunter2@/var/lib/sema", "takes no host"},
-		{"file:relative/dir", "absolute path"},
+		{"file:relative/dir", "has no scheme"},
 		{"file://", "absolute path"},
 		{"file:///var/lib/sema?sync=1", "no query or fragment"},
 		{"file:///var/lib/sema#x", "no query or fragment"},
 	}
 	for _, tc := range cases {
-		b, err := Open(context.Background(), tc.url)
+		b, err := sema.Open(context.Background(), tc.url)
 		if err == nil {
 			_ = b.Close()
 			t.Errorf("Open(%q) succeeded", tc.url)
@@ -103,18 +102,35 @@ func TestOpenErrors(t *testing.T) {
 		if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("Open(%q): the error shows the password: %q", tc.url, err)
 		}
+		if n := strings.Count(err.Error(), "sema: "); n != 1 {
+			t.Errorf("Open(%q): %q says \"sema: \" %d times", tc.url, err, n)
+		}
 	}
+}
+
+// mustAbs is p from the working directory, as Open's suggestion has it.
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
 }
 
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
-		"http://user:hunter2@host:7878/x": "http://user:xxxxx@host:7878/x",
-		"http://user@host":                "http://user@host",
-		"http://host:7878":                "http://host:7878",
-		"mem://":                          "mem://",
-		"http://user:hunter2@[::1":        "(unparseable url)",
+		"http://user:hunter2@host:7878/x":             "http://user:xxxxx@host:7878/x",
+		"http://user@host":                            "http://user@host",
+		"http://host:7878":                            "http://host:7878",
+		"mem://":                                      "mem://",
+		"http://user:hunter2@[::1":                    "http://user:xxxxx@[::1",
+		"etcd://root:pw@h1:2379,h2:2379/p":            "etcd://root:xxxxx@h1:2379,h2:2379/p",
+		"postgres://h/db?user=u&password=pw&x=1#frag": "postgres://h/db?user=u&password=xxxxx&x=1#frag",
+		"no scheme at all":                            "no scheme at all",
+		"user:hunter2@host":                           "user:xxxxx@host",
 	} {
-		if got := Redact(in); got != want {
+		if got := sema.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -138,7 +154,7 @@ func FuzzOpen(f *testing.F) {
 	for _, s := range []string{
 		"mem://", "file:///tmp/sema", "file://h/x", "file:x", "http://127.0.0.1:1", "https://u:p@h",
 		"http://[::1", "redis://localhost:6379/0", "postgres://u:pw@h/db?sslmode=disable",
-		"etcd://h1:2379,h2:2379", "FILE:///a/../../b", "http://h/%zz", "",
+		"etcd://h1:2379,h2:2379", "FILE:///a/../../b", "http://h/%zz", "", "localhost:1", "a/b",
 	} {
 		f.Add(s)
 	}
@@ -152,7 +168,7 @@ func FuzzOpen(f *testing.F) {
 			u.RawPath = ""
 			raw = u.String()
 		}
-		b, err := Open(context.Background(), raw)
+		b, err := sema.Open(context.Background(), raw)
 		if err == nil {
 			if fb, ok := b.(*file.Backend); ok && !strings.HasPrefix(fb.Dir(), root+"/") && fb.Dir() != root {
 				t.Errorf("Open(%q) opened %s, outside %s", raw, fb.Dir(), root)

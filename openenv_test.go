@@ -1,11 +1,12 @@
-package cli
+package sema
 
 import (
 	"errors"
 	"testing"
 )
 
-func TestResolveBackend(t *testing.T) {
+// TestEnvURL: the flag, else $SEMA_BACKEND, else the user's state directory.
+func TestEnvURL(t *testing.T) {
 	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 	for _, tc := range []struct {
 		flag    string
@@ -22,10 +23,10 @@ func TestResolveBackend(t *testing.T) {
 		{env: map[string]string{}, wantErr: true},
 		{env: map[string]string{"HOME": "relative"}, wantErr: true},
 	} {
-		url, dir, err := resolveBackend(tc.flag, env(tc.env))
+		url, dir, err := envURL(tc.flag, env(tc.env))
 		if tc.wantErr {
-			if !errors.Is(err, errUsage) {
-				t.Errorf("%+v: err %v, want a usage error", tc, err)
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%+v: err %v, want ErrInvalidArgument", tc, err)
 			}
 			continue
 		}
