@@ -118,11 +118,11 @@ func TestRolesAndBinding(t *testing.T) {
 	l := ts.mustAcquire(aliceTok, wire.AcquireRequest{Name: "bound"})
 	// Another client token may neither renew nor release it, nor steal it
 	// by repeating its id; its lease looks to it like an unknown id.
+	wantErr(t, ts.acquire(bobTok, wire.AcquireRequest{Name: "bound", ID: l.ID}), 403, wire.CodeForbidden)
 	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "bound", ID: l.ID}), 404, wire.CodeNotHeld)
 	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "bound", ID: "unknown"}), 404, wire.CodeNotHeld)
 	wantErr(t, ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: "bound", ID: l.ID}), 404, wire.CodeNotHeld)
 	wantErr(t, ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: "bound", ID: "unknown"}), 404, wire.CodeNotHeld)
-	wantErr(t, ts.acquire(bobTok, wire.AcquireRequest{Name: "bound", ID: l.ID}), 403, wire.CodeForbidden)
 	// Clients may not list or force-release.
 	wantErr(t, ts.do("GET", wire.PathLocks, aliceTok, nil), 403, wire.CodeForbidden)
 	wantErr(t, ts.do("POST", wire.PathForceRelease, aliceTok, wire.ForceReleaseRequest{Name: "bound"}), 403, wire.CodeForbidden)

@@ -48,6 +48,12 @@ func (s *Server) acquire(body []byte, who caller, done func(*poll, sema.Grant, e
 	if req.Owner == "" {
 		req.Owner = who.label()
 	}
+	if s.leases.givenUp(who.Principal, req.Name, req.ID) {
+		// A client that gave up a wait releases its lease ID; over
+		// HTTP/1.1 that release can overtake the acquire it gives up, which
+		// must then not be granted to nobody.
+		return nil, fmt.Errorf("%w: lease %s of %q was released by this client", sema.ErrNotAcquired, req.ID, req.Name)
+	}
 	return s.startPoll(req, who, wait, done)
 }
 
@@ -92,8 +98,12 @@ func (s *Server) release(ctx context.Context, dst, body []byte, who caller) answ
 		return s.refused(dst, routeRelease, err, who)
 	}
 	if err := s.eng.release(context.WithoutCancel(ctx), in.Name, in.ID, who.Caller); err != nil {
-		if _, released := s.leases.lookup(who.Principal, in.Name, in.ID); released && errors.Is(err, sema.ErrNotHeld) {
+		known, released := s.leases.lookup(who.Principal, in.Name, in.ID)
+		if released && errors.Is(err, sema.ErrNotHeld) {
 			return answer{http.StatusOK, append(dst, releasedAlreadyBody...), "ok"}
+		}
+		if !known && errors.Is(err, sema.ErrNotHeld) {
+			s.leases.unknownReleased(who.Principal, in.Name, in.ID)
 		}
 		return s.refused(dst, routeRelease, err, who)
 	}

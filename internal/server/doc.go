@@ -67,7 +67,10 @@
 // the lease is unknown (renew and release: not_held). The server remembers
 // in memory which leases it granted to whom (ledger.go), to answer a renew
 // of an expired one lease_lost (reason expired) and a repeated release with
-// success; after a restart it answers as for an unknown ID. Holder lease
+// success, and to refuse for a few seconds an acquire of an ID its caller
+// released before it was granted (an HTTP/1.1 client's give-back that
+// overtook the acquire it gives up); after a restart it answers as for an
+// unknown ID. Holder lease
 // IDs are shown to admins only. Without tokens everyone is admin:
 // NeedsAuth tells the CLI when that is refused (any address beyond
 // loopback). /healthz and /metrics need no token: metrics carry no

@@ -37,6 +37,7 @@ type ledgerShard struct {
 type ledgerEntry struct {
 	until    time.Time // the entry is forgotten after this
 	released bool
+	unknown  bool // a release of an ID the server did not know: only refuses a late acquire of it
 }
 
 func newLedger() *ledger {
@@ -67,6 +68,15 @@ func (l *ledger) released(principal, name, id string) {
 	l.shard(k).put(k, ledgerEntry{until: time.Now().Add(releasedKeep), released: true})
 }
 
+// unknownReleased records a release of an ID the server knew neither as a
+// lease nor as a waiter of this caller: an acquire of it still on its way
+// (over HTTP/1.1 a client's give-back can overtake the acquire it gives
+// up) is refused for a while.
+func (l *ledger) unknownReleased(principal, name, id string) {
+	k := ledgerKey(principal, name, id)
+	l.shard(k).put(k, ledgerEntry{until: time.Now().Add(releasedKeep), unknown: true})
+}
+
 // forget drops the lease: its loss has been reported.
 func (l *ledger) forget(principal, name, id string) {
 	k := ledgerKey(principal, name, id)
@@ -79,15 +89,31 @@ func (l *ledger) forget(principal, name, id string) {
 // lookup reports whether the server knows the lease, and whether it was
 // released.
 func (l *ledger) lookup(principal, name, id string) (known, released bool) {
+	e, ok := l.get(principal, name, id)
+	if !ok || e.unknown {
+		return false, false
+	}
+	return true, e.released
+}
+
+// givenUp reports whether this caller released the ID before the server
+// knew it: an acquire of it now is one its client gave up. (An ID released
+// after a grant may be acquired again.)
+func (l *ledger) givenUp(principal, name, id string) bool {
+	e, ok := l.get(principal, name, id)
+	return ok && e.unknown
+}
+
+func (l *ledger) get(principal, name, id string) (ledgerEntry, bool) {
 	k := ledgerKey(principal, name, id)
 	sh := l.shard(k)
 	sh.mu.Lock()
 	e, ok := sh.m[k]
 	sh.mu.Unlock()
 	if !ok || time.Now().After(e.until) {
-		return false, false
+		return ledgerEntry{}, false
 	}
-	return true, e.released
+	return e, true
 }
 
 // put stores e under k, sweeping the shard once it has grown by as many

@@ -105,3 +105,24 @@ func TestOwnerDefaultsToCaller(t *testing.T) {
 		}
 	})
 }
+
+// TestGiveBackOvertakingAcquire: a client that gave up a wait releases its
+// lease ID; over HTTP/1.1 that release can reach the server before the
+// acquire it gives up. The acquire is then refused, so no grant is left
+// to nobody; an ID released after its grant may be acquired again.
+func TestGiveBackOvertakingAcquire(t *testing.T) {
+	engines(t, testTokens, func(t *testing.T, ts *tserver) {
+		wantErr(t, ts.do("POST", wire.PathRelease, aliceTok, wire.ReleaseRequest{Name: "g", ID: "late"}), 404, wire.CodeNotHeld)
+		wantErr(t, ts.acquire(aliceTok, wire.AcquireRequest{Name: "g", ID: "late"}), 409, wire.CodeNotAcquired)
+		if st := ts.describe(adminTok, "g"); len(st.Holders) != 0 {
+			t.Errorf("a given-up acquire was granted: %s", mustJSON(st))
+		}
+		// Another client's give-back does not refuse alice's acquire.
+		wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "g", ID: "mine"}), 404, wire.CodeNotHeld)
+		l := ts.mustAcquire(aliceTok, wire.AcquireRequest{Name: "g", ID: "mine"})
+		if r := ts.do("POST", wire.PathRelease, aliceTok, wire.ReleaseRequest{Name: "g", ID: l.ID}); r.status != 200 {
+			t.Fatalf("release: %d %s", r.status, r.raw)
+		}
+		ts.mustAcquire(aliceTok, wire.AcquireRequest{Name: "g", ID: "mine"})
+	})
+}
