@@ -19,6 +19,7 @@ import (
 // concurrent use. Create it with [Open].
 type Backend struct {
 	dir  string
+	acc  access
 	cfg  Config
 	log  *slog.Logger
 	boot [16]byte
@@ -47,7 +48,9 @@ var (
 )
 
 // Open returns a backend over the directory dir, creating it (mode 0700) if
-// missing. A nil cfg means the defaults. Network file systems (NFS, SMB)
+// missing. A directory with the setgid bit is host-wide: its state files
+// are shared by the users of its group (see the package doc). A nil cfg
+// means the defaults. Network file systems (NFS, SMB)
 // are refused: their locks and change events do not behave as on a local
 // disk.
 func Open(dir string, cfg *Config) (*Backend, error) {
@@ -73,9 +76,12 @@ func Open(dir string, cfg *Config) (*Backend, error) {
 	if err := checkLocalFS(abs); err != nil {
 		return nil, err
 	}
+	if fi, err = os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("file: directory %s: %w: %w", abs, sema.ErrUnavailable, err)
+	}
 	c := cfg.withDefaults()
 	return &Backend{
-		dir: abs, cfg: c, log: c.Logger, boot: bootID(), done: make(chan struct{}),
+		dir: abs, acc: dirAccess(fi), cfg: c, log: c.Logger, boot: bootID(), done: make(chan struct{}),
 		names: make(map[string]*nameFile),
 	}, nil
 }
@@ -201,17 +207,17 @@ func (b *Backend) openFile(name string, create bool) (*os.File, error) {
 		return f, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("file: open state of %q: %w: %w", name, sema.ErrUnavailable, err)
+		return nil, b.accessErr("open", name, err)
 	}
 	if !create {
 		return nil, errNoFile
 	}
 	if err := b.createFile(path, name); err != nil {
-		return nil, fmt.Errorf("file: create state of %q: %w: %w", name, sema.ErrUnavailable, err)
+		return nil, b.accessErr("create", name, err)
 	}
 	f, err = openState(path, os.O_RDWR)
 	if err != nil {
-		return nil, fmt.Errorf("file: open state of %q: %w: %w", name, sema.ErrUnavailable, err)
+		return nil, b.accessErr("open", name, err)
 	}
 	return f, nil
 }
@@ -223,6 +229,9 @@ func (b *Backend) createFile(path, name string) error {
 	}
 	defer os.Remove(tmp.Name())
 	rec, err := appendRecord(nil, 0, &state{Name: name, Boot: b.boot})
+	if err == nil && b.acc.shared {
+		err = tmp.Chmod(b.acc.fileMode()) // the group is the directory's (setgid)
+	}
 	if err == nil {
 		_, err = tmp.Write(rec)
 	}

@@ -8,8 +8,28 @@
 // of waiters, and the token and ticket counters, in one checksummed record.
 // Every step (acquire, renew, release, …) is one read-modify-write of that
 // record under flock(2) on the file. Files are created whole (written
-// aside, then linked into place) with mode 0600, and never deleted or
-// renamed.
+// aside, then linked into place) with mode 0600 (0660 in a host-wide
+// directory), and never renamed.
+//
+// # Host-wide directories
+//
+// A directory is private to the user who owns it, unless it has the
+// setgid bit: then it is host-wide, shared by every user of its group.
+// Cron jobs and services of different users exclude each other on its
+// names. An administrator makes one once, for example
+//
+//	install -d -m 2770 -g sema /var/lib/sema   # or /run/sema (tmpfs: see Caveats)
+//
+// and adds the users to the group sema; they use file:///var/lib/sema.
+// Its state files are created with mode 0660, and the setgid bit gives
+// them the directory's group. A process may ring another's doorbell (see
+// below) if it runs as the same user, as root, or, in a host-wide
+// directory, with the directory's group among its groups; other rings are
+// dropped unread. Without the permission a lock fails with an error that
+// names the lock, the directory and what to fix (group membership, the
+// directory's mode, or a state file made before the directory was
+// host-wide). Leave the sticky bit off: it would keep users from
+// reclaiming each other's idle names.
 //
 // Liveness comes from the kernel. A backend that opens a name's file takes
 // a liveness slot: an open file description (OFD) lock on one byte of it.
@@ -78,6 +98,11 @@
 //   - Linux only (OFD locks, inotify, abstract unix sockets). Other
 //     platforms compile, and Open returns errors.ErrUnsupported. Network
 //     file systems (NFS, SMB) are refused.
+//   - In a host-wide directory, a ring from another user is accepted after
+//     reading its process's groups in /proc: where /proc hides other
+//     users' processes (mount option hidepid), such rings are dropped and
+//     waiters of different users are served by their re-check
+//     (Config.Recheck) instead.
 //   - Doorbells live in the network namespace of their process: processes
 //     in different network namespaces (containers with their own network)
 //     that share a directory do not hear each other's rings, and such a

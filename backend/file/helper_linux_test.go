@@ -254,7 +254,12 @@ func (h *helper) wait(d time.Duration) error {
 
 func startHelper(t testing.TB, role string, env ...string) *helper {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	return startHelperCmd(t, exec.Command(os.Args[0], "-test.run=^$"), role, env...)
+}
+
+// startHelperCmd starts cmd, a run of the test binary, as a helper.
+func startHelperCmd(t testing.TB, cmd *exec.Cmd, role string, env ...string) *helper {
+	t.Helper()
 	cmd.Env = append(os.Environ(), append([]string{envRole + "=" + role}, env...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()

@@ -29,6 +29,9 @@ func (b *Backend) Describe(ctx context.Context, name string) (sema.Status, error
 	if errors.Is(err, fs.ErrNotExist) {
 		return sema.Status{Name: name, Holders: []sema.Holder{}, Waiters: []sema.WaiterInfo{}}, nil
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		return sema.Status{}, b.accessErr("read", name, err)
+	}
 	if err != nil {
 		return sema.Status{}, err
 	}
