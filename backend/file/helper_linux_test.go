@@ -53,6 +53,9 @@ func durationEnv(k string, def time.Duration) time.Duration {
 // event. Recheck is a minute, so a wake-up that is not event-driven would
 // show as a timeout.
 func helperMain(role string) error {
+	if role == "reopen" || role == "gc" {
+		return reclaimHelper(role)
+	}
 	b, err := file.Open(os.Getenv(envDir), &file.Config{Recheck: time.Minute})
 	if err != nil {
 		return err

@@ -123,22 +123,14 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Hol
 		return nil, err
 	}
 	notHeld := fmt.Errorf("file: force-release %q: %w", name, sema.ErrNotHeld)
-	nf, err := b.ref(name, false)
+	nf, st, now, err := b.beginStep(ctx, name, false)
 	if errors.Is(err, errNoFile) {
 		return nil, notHeld
 	} else if err != nil {
 		return nil, err
 	}
 	defer b.unref(nf)
-	if err := nf.begin(ctx); err != nil {
-		return nil, err
-	}
 	defer nf.end()
-	now := time.Now()
-	st, err := nf.load(now)
-	if err != nil {
-		return nil, err
-	}
 	var out []sema.Holder
 	st.Holders = slices.DeleteFunc(st.Holders, func(h holderRec) bool {
 		if id != "" && (h.Phantom || h.ID != id) {

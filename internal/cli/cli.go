@@ -46,7 +46,7 @@ type command struct {
 
 // commands is the explicit table of subcommands (no init registration).
 func commands() []*command {
-	return []*command{versionCmd, runCmd, lsCmd, statusCmd, releaseCmd, serveCmd, benchCmd, superviseCmd, contendWorkerCmd}
+	return []*command{versionCmd, runCmd, lsCmd, statusCmd, releaseCmd, gcCmd, serveCmd, benchCmd, superviseCmd, contendWorkerCmd}
 }
 
 // Main runs the sema command line with args (without the program name) and
