@@ -3,6 +3,7 @@ package file_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -89,7 +90,9 @@ func checkPermissionError(t *testing.T, err error, name, dir string) {
 // Processes of two users of a host-wide directory's group exclude each
 // other, and hand the lock over by their doorbells (the helpers re-read
 // the state only once a minute: a dropped ring would show as a timeout).
-// A user outside the group gets a permission error naming the lock. Users
+// One of them reclaims the name, and the other's next token is above
+// every earlier one. A user outside the group gets a permission error
+// naming the lock. Users
 // are made up by their IDs: only root can start processes as them.
 func TestHostWideUsers(t *testing.T) {
 	if os.Getuid() != 0 {
@@ -131,8 +134,13 @@ func TestHostWideUsers(t *testing.T) {
 		hs = append(hs, helperAs(u, "counter", envDir+"="+dir, envName+"=cron-job",
 			envArg+"="+strconv.Itoa(k), envOut+"="+counter))
 	}
+	var top uint64
 	for _, h := range hs {
-		h.expect("tokens", 2*time.Minute)
+		f := h.expect("tokens", 2*time.Minute)
+		for _, pair := range strings.Split(f[0], ",") {
+			_, tok, _ := strings.Cut(pair, ":")
+			top = max(top, uint64(atoi64(t, tok)))
+		}
 		if err := h.wait(time.Minute); err != nil {
 			t.Fatalf("helper: %v", err)
 		}
@@ -144,6 +152,20 @@ func TestHostWideUsers(t *testing.T) {
 	fi := statState(t, dir, "cron-job")
 	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o660 || st.Gid != group {
 		t.Errorf("state file mode %#o group %d, want 0660 group %d", fi.Mode().Perm(), st.Gid, group)
+	}
+
+	// One user reclaims the name made by both; the other uses it again:
+	// the token floor is shared too.
+	gc := helperAs(users[1], "gc", envDir+"="+dir)
+	gc.expect("started", 30*time.Second)
+	fmt.Fprintln(gc.stdin, "stop")
+	if n := gc.expect("removed", time.Minute)[0]; n != "1" {
+		t.Fatalf("the group's gc removed %s names, want 1", n)
+	}
+	again := helperAs(users[0], "counter", envDir+"="+dir, envName+"=cron-job", envArg+"=1", envOut+"="+counter)
+	f := again.expect("tokens", time.Minute)
+	if _, tok, _ := strings.Cut(f[0], ":"); uint64(atoi64(t, tok)) <= top {
+		t.Fatalf("token after another user's gc %s, not above %d", tok, top)
 	}
 
 	h := helperAs(outsider, "hold", envDir+"="+dir, envName+"=cron-job", envWait+"=5s")
