@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"golang.org/x/sys/unix"
 )
 
 // Backend keeps semaphores in state files under one directory, shared by
@@ -19,6 +20,7 @@ import (
 // concurrent use. Create it with [Open].
 type Backend struct {
 	dir  string
+	acc  access
 	cfg  Config
 	log  *slog.Logger
 	boot [16]byte
@@ -47,7 +49,9 @@ var (
 )
 
 // Open returns a backend over the directory dir, creating it (mode 0700) if
-// missing. A nil cfg means the defaults. Network file systems (NFS, SMB)
+// missing. A directory with the setgid bit is host-wide: its state files
+// are shared by the users of its group (see the package doc). A nil cfg
+// means the defaults. Network file systems (NFS, SMB)
 // are refused: their locks and change events do not behave as on a local
 // disk.
 func Open(dir string, cfg *Config) (*Backend, error) {
@@ -73,9 +77,12 @@ func Open(dir string, cfg *Config) (*Backend, error) {
 	if err := checkLocalFS(abs); err != nil {
 		return nil, err
 	}
+	if fi, err = os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("file: directory %s: %w: %w", abs, sema.ErrUnavailable, err)
+	}
 	c := cfg.withDefaults()
 	return &Backend{
-		dir: abs, cfg: c, log: c.Logger, boot: bootID(), done: make(chan struct{}),
+		dir: abs, acc: dirAccess(fi), cfg: c, log: c.Logger, boot: bootID(), done: make(chan struct{}),
 		names: make(map[string]*nameFile),
 	}, nil
 }
@@ -188,41 +195,68 @@ func (b *Backend) unref(nf *nameFile) {
 	if nf.refs == 0 {
 		nf.idleSince = time.Now()
 	}
+	closeIt := nf.refs == 0 && nf.gone
+	b.mu.Unlock()
+	if closeIt {
+		nf.f.Close()
+	}
+}
+
+// forget drops nf, whose file was reclaimed, from the open names: the next
+// ref opens the name's file again, and the last unref closes nf's.
+func (b *Backend) forget(nf *nameFile) {
+	b.mu.Lock()
+	if b.names[nf.name] == nf {
+		delete(b.names, nf.name)
+	}
 	b.mu.Unlock()
 }
 
 // openFile opens the state file of name. A new file is created whole: its
 // first record is written to a temporary file that is then linked into
 // place, so a state file is never seen empty: an empty one is damaged.
+// Its token counter starts at the directory's token floor, under a shared
+// lock of the directory (see Reclaim).
 func (b *Backend) openFile(name string, create bool) (*os.File, error) {
 	path := statePath(b.dir, name)
-	f, err := openState(path, os.O_RDWR)
-	if err == nil {
-		return f, nil
+	for {
+		f, err := openState(path, os.O_RDWR)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, b.accessErr("open", name, err)
+		}
+		if !create {
+			return nil, errNoFile
+		}
+		// (A new file is idle until its first step: Reclaim may remove it
+		// before it is opened. Then it is created again.)
+		if err := b.createFile(path, name); err != nil {
+			return nil, b.accessErr("create", name, err)
+		}
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("file: open state of %q: %w: %w", name, sema.ErrUnavailable, err)
-	}
-	if !create {
-		return nil, errNoFile
-	}
-	if err := b.createFile(path, name); err != nil {
-		return nil, fmt.Errorf("file: create state of %q: %w: %w", name, sema.ErrUnavailable, err)
-	}
-	f, err = openState(path, os.O_RDWR)
-	if err != nil {
-		return nil, fmt.Errorf("file: open state of %q: %w: %w", name, sema.ErrUnavailable, err)
-	}
-	return f, nil
 }
 
 func (b *Backend) createFile(path, name string) error {
+	d, err := b.lockDir(unix.LOCK_SH)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	floor, err := b.readFloor(time.Now())
+	if err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(b.dir, ".new-*") // mode 0600
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	rec, err := appendRecord(nil, 0, &state{Name: name, Boot: b.boot})
+	rec, err := appendRecord(nil, 0, &state{Name: name, Boot: b.boot, Token: floor})
+	if err == nil && b.acc.shared {
+		err = tmp.Chmod(b.acc.fileMode()) // the group is the directory's (setgid)
+	}
 	if err == nil {
 		_, err = tmp.Write(rec)
 	}

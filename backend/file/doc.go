@@ -8,8 +8,43 @@
 // of waiters, and the token and ticket counters, in one checksummed record.
 // Every step (acquire, renew, release, …) is one read-modify-write of that
 // record under flock(2) on the file. Files are created whole (written
-// aside, then linked into place) with mode 0600, and never deleted or
-// renamed.
+// aside, then linked into place) with mode 0600 (0660 in a host-wide
+// directory), and never renamed.
+//
+// # Reclaiming idle names
+//
+// A state file stays after its name's last use: jobs named by date would
+// leave one file per day. [Backend.Reclaim] (the command sema gc, for
+// example daily from cron) removes the files of names that nobody has
+// held, waited for or had open for a while. Fencing tokens still never go
+// back: the directory keeps a token floor (the file .token-floor), raised
+// durably to a file's last token before the file is removed, and a new
+// state file's counter starts from it. A name used again after a reclaim
+// gets tokens above every one it had. Reclaim runs safely beside the
+// processes that use the directory: it removes a file only under its
+// state lock, while no process holds a liveness slot on it; a process
+// that opened the file just before finds it unlinked at its first step and
+// starts again on a new file.
+//
+// # Host-wide directories
+//
+// A directory is private to the user who owns it, unless it has the
+// setgid bit: then it is host-wide, shared by every user of its group.
+// Cron jobs and services of different users exclude each other on its
+// names. An administrator makes one once, for example
+//
+//	install -d -m 2770 -g sema /var/lib/sema   # or /run/sema (tmpfs: see Caveats)
+//
+// and adds the users to the group sema; they use file:///var/lib/sema.
+// Its state files are created with mode 0660, and the setgid bit gives
+// them the directory's group. A process may ring another's doorbell (see
+// below) if it runs as the same user, as root, or, in a host-wide
+// directory, with the directory's group among its groups; other rings are
+// dropped unread. Without the permission a lock fails with an error that
+// names the lock, the directory and what to fix (group membership, the
+// directory's mode, or a state file made before the directory was
+// host-wide). Leave the sticky bit off: it would keep users from
+// reclaiming each other's idle names.
 //
 // Liveness comes from the kernel. A backend that opens a name's file takes
 // a liveness slot: an open file description (OFD) lock on one byte of it.
@@ -57,7 +92,8 @@
 //     replaces the events only when a doorbell cannot be bound or an
 //     inotify watch added.
 //   - Fencing tokens are strictly increasing per name and stored in the
-//     file: they never go back, also after every process exited. If the
+//     file: they never go back, also after every process exited, and after
+//     the name's file was reclaimed (the directory's token floor). If the
 //     counter may have been lost (a damaged file, or a write from before the
 //     last reboot that may not have reached the disk), it restarts from the
 //     wall clock in microseconds, above any token issued before.
@@ -78,6 +114,11 @@
 //   - Linux only (OFD locks, inotify, abstract unix sockets). Other
 //     platforms compile, and Open returns errors.ErrUnsupported. Network
 //     file systems (NFS, SMB) are refused.
+//   - In a host-wide directory, a ring from another user is accepted after
+//     reading its process's groups in /proc: where /proc hides other
+//     users' processes (mount option hidepid), such rings are dropped and
+//     waiters of different users are served by their re-check
+//     (Config.Recheck) instead.
 //   - Doorbells live in the network namespace of their process: processes
 //     in different network namespaces (containers with their own network)
 //     that share a directory do not hear each other's rings, and such a
@@ -87,7 +128,10 @@
 //     core's monotonic deadline still ends a lease on the holder's side
 //     first.
 //   - Deleting a state file while processes use it breaks exclusion for
-//     that name, as deleting a database file would; sema never does it.
+//     that name, as deleting a database file would; Reclaim removes only
+//     unused ones. Deleting the token floor (or a reclaimed directory on
+//     tmpfs, such as /run, after a reboot) lets a reclaimed or new name's
+//     tokens start again from 1.
 //   - A phantom left by a repair for a process that is hung (not dead)
 //     blocks the name until that process wakes, or up to sema.MaxTTL.
 //   - One name's state is at most 1 MiB: a few thousand holders and

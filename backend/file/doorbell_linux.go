@@ -24,9 +24,9 @@ import (
 // state lock; anything else it cannot use makes it read the state. The
 // kernel frees the address when the process dies.
 //
-// Datagrams from another user (except root) are dropped unread: only a
-// process that can write the state file may hand grants over, and no
-// other user may keep a waiter busy.
+// Datagrams from a process that may not use the directory are dropped
+// unread (see access.mayRing): only a process that can write the state
+// file may hand grants over, and nobody else may keep a waiter busy.
 type doorbell struct {
 	f *os.File
 }
@@ -92,7 +92,6 @@ func (nf *nameFile) openBell() error {
 // listen reads rings until the doorbell is closed: it hands the grants they
 // carry to the waiters, and wakes the pump for any other ring.
 func (nf *nameFile) listen(rc syscall.RawConn) {
-	uid := uint32(os.Getuid())
 	buf := make([]byte, maxRing)
 	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
 	rc.Read(func(fd uintptr) bool {
@@ -112,7 +111,7 @@ func (nf *nameFile) listen(rc syscall.RawConn) {
 			}
 			n++
 			nf.b.wakes.Add(1)
-			if fromUser(oob[:oobn], uid) && !nf.deliver(buf[:m]) {
+			if nf.b.acc.fromAllowed(oob[:oobn]) && !nf.deliver(buf[:m]) {
 				poke = true
 			}
 		}
@@ -129,14 +128,15 @@ var ringQueue = sync.OnceValue(func() int {
 	return 1
 })
 
-// fromUser reports whether a datagram's credentials are uid's or root's.
-func fromUser(oob []byte, uid uint32) bool {
+// fromAllowed reports whether a datagram's credentials (its control
+// message) are of a process that may ring (see mayRing).
+func (a access) fromAllowed(oob []byte) bool {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil || len(msgs) != 1 {
 		return false
 	}
 	cred, err := unix.ParseUnixCredentials(&msgs[0])
-	return err == nil && (cred.Uid == uid || cred.Uid == 0)
+	return err == nil && a.mayRing(cred)
 }
 
 // closeBell unbinds the doorbell. Called under lk, before the file (and

@@ -53,6 +53,9 @@ func durationEnv(k string, def time.Duration) time.Duration {
 // event. Recheck is a minute, so a wake-up that is not event-driven would
 // show as a timeout.
 func helperMain(role string) error {
+	if role == "reopen" || role == "gc" {
+		return reclaimHelper(role)
+	}
 	b, err := file.Open(os.Getenv(envDir), &file.Config{Recheck: time.Minute})
 	if err != nil {
 		return err
@@ -254,7 +257,12 @@ func (h *helper) wait(d time.Duration) error {
 
 func startHelper(t testing.TB, role string, env ...string) *helper {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	return startHelperCmd(t, exec.Command(os.Args[0], "-test.run=^$"), role, env...)
+}
+
+// startHelperCmd starts cmd, a run of the test binary, as a helper.
+func startHelperCmd(t testing.TB, cmd *exec.Cmd, role string, env ...string) *helper {
+	t.Helper()
 	cmd.Env = append(os.Environ(), append([]string{envRole + "=" + role}, env...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()

@@ -29,6 +29,9 @@ func (b *Backend) Describe(ctx context.Context, name string) (sema.Status, error
 	if errors.Is(err, fs.ErrNotExist) {
 		return sema.Status{Name: name, Holders: []sema.Holder{}, Waiters: []sema.WaiterInfo{}}, nil
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		return sema.Status{}, b.accessErr("read", name, err)
+	}
 	if err != nil {
 		return sema.Status{}, err
 	}
@@ -123,22 +126,14 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 		return nil, err
 	}
 	notHeld := fmt.Errorf("file: force-release %q: %w", name, sema.ErrNotHeld)
-	nf, err := b.ref(name, false)
+	nf, st, now, err := b.beginStep(ctx, name, false)
 	if errors.Is(err, errNoFile) {
 		return nil, notHeld
 	} else if err != nil {
 		return nil, err
 	}
 	defer b.unref(nf)
-	if err := nf.begin(ctx); err != nil {
-		return nil, err
-	}
 	defer nf.end()
-	now := time.Now()
-	st, err := nf.load(now)
-	if err != nil {
-		return nil, err
-	}
 	var out []sema.Holder
 	st.Holders = slices.DeleteFunc(st.Holders, func(h holderRec) bool {
 		if id != "" && (h.Phantom || h.ID != id) {

@@ -18,6 +18,20 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 		if err := nf.takeSlot(); err != nil {
 			return nil, err
 		}
+		// Reclaim removes a file only while no slot is held: from now on
+		// ours keeps it, but it may have gone before.
+		gone, err := nf.unlinked()
+		if err != nil {
+			return nil, nf.ioErr("stat", err)
+		}
+		if gone {
+			nf.b.mu.Lock()
+			nf.gone = true
+			nf.b.mu.Unlock()
+		}
+	}
+	if nf.gone {
+		return nil, errGone
 	}
 	first := nf.rbuf[:0] // firstRead
 	switch {

@@ -61,6 +61,7 @@ type nameFile struct {
 	// Guarded by b.mu.
 	refs      int
 	idleSince time.Time
+	gone      bool // the file was reclaimed before this backend's first step on it; set under lk and b.mu
 }
 
 // lease is what a backend remembers of its own leases, to re-register them

@@ -55,21 +55,42 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 // it waits between steps). A missing file is created if create is set,
 // else step returns an error wrapping errNoFile.
 func (b *Backend) step(ctx context.Context, name string, create bool, fn func(nf *nameFile, st *state, now time.Time) error) error {
-	nf, err := b.ref(name, create)
+	nf, st, now, err := b.beginStep(ctx, name, create)
 	if err != nil {
 		return err
 	}
 	defer b.unref(nf)
-	if err := nf.begin(ctx); err != nil {
-		return err
-	}
 	defer nf.end()
-	now := time.Now()
-	st, err := nf.load(now)
-	if err != nil {
-		return err
-	}
 	return fn(nf, st, now)
+}
+
+// beginStep opens name's file (see ref), begins a step on it and loads the
+// state. The caller ends the step with nf.end, then b.unref(nf). A file
+// reclaimed under this backend is opened again.
+func (b *Backend) beginStep(ctx context.Context, name string, create bool) (*nameFile, *state, time.Time, error) {
+	for {
+		nf, err := b.ref(name, create)
+		if err != nil {
+			return nil, nil, time.Time{}, err
+		}
+		if err := nf.begin(ctx); err != nil {
+			b.unref(nf)
+			return nil, nil, time.Time{}, err
+		}
+		now := time.Now() // for Acquire, also the start of any wait: a later start is the safe side
+		st, err := nf.load(now)
+		if err == nil {
+			return nf, st, now, nil
+		}
+		nf.end()
+		if err == errGone {
+			b.forget(nf)
+		}
+		b.unref(nf)
+		if err != errGone {
+			return nil, nil, time.Time{}, err
+		}
+	}
 }
 
 // Acquire waits in the name's FIFO queue, shared by all processes, until
@@ -78,20 +99,11 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	if err := req.Validate(); err != nil {
 		return sema.Grant{}, err
 	}
-	nf, err := b.ref(req.Name, true)
+	nf, st, now, err := b.beginStep(ctx, req.Name, true)
 	if err != nil {
-		return sema.Grant{}, err
-	}
-	defer b.unref(nf)
-	if err := nf.begin(ctx); err != nil {
 		return sema.Grant{}, notAcquired(ctx, err)
 	}
-	now := time.Now() // also the start of any wait: a later start is the safe side
-	st, err := nf.load(now)
-	if err != nil {
-		nf.end()
-		return sema.Grant{}, err
-	}
+	defer b.unref(nf)
 	if i := st.holder(req.ID); i >= 0 {
 		g := st.grantOf(&st.Holders[i])
 		err := nf.commit(st, now)

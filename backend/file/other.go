@@ -40,3 +40,6 @@ func (*Backend) Release(context.Context, string, string) error { return errUnsup
 
 // Close does nothing.
 func (*Backend) Close() error { return nil }
+
+// Reclaim fails with errors.ErrUnsupported.
+func (*Backend) Reclaim(context.Context, time.Duration) (int, error) { return 0, errUnsupported }

@@ -68,7 +68,7 @@ type command struct {
 // commands is the explicit table of subcommands (no init registration),
 // in the order "sema help" lists them.
 func commands() []*command {
-	return []*command{runCommand(), lsCommand(), statusCommand(), releaseCommand(), serveCommand(),
+	return []*command{runCommand(), lsCommand(), statusCommand(), releaseCommand(), gcCommand(), serveCommand(),
 		benchCommand(), helpCommand(), completionCommand(), versionCommand(),
 		superviseCommand(), contendWorkerCommand()}
 }
