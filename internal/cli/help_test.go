@@ -102,7 +102,7 @@ func TestCompletion(t *testing.T) {
 	}
 	script, _, _ := runSema(t, be, "completion", "bash")
 	for _, tc := range []struct{ line, want string }{
-		{"sema ", "--help --version bench completion help ls release run serve status version"},
+		{"sema ", "--help --version bench completion gc help ls release run serve status version"},
 		{"sema ru", "run"},
 		{"sema run --no", "--nonblock"},
 		{"sema run --time", "--timeout"},
