@@ -181,18 +181,18 @@ func reclaimHelper(role string) error {
 		}()
 		fmt.Println("started 1")
 		total := 0
-		for {
+		for { // at least one reclaim, however early the stop comes
+			n, err := b.Reclaim(context.Background(), 0)
+			if err != nil {
+				return err
+			}
+			total += n
 			select {
 			case <-stop:
 				fmt.Printf("removed %d\n", total)
 				return b.Close()
 			default:
 			}
-			n, err := b.Reclaim(context.Background(), 0)
-			if err != nil {
-				return err
-			}
-			total += n
 		}
 	}
 	return nil
