@@ -163,10 +163,15 @@ func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
 
 // Err returns nil while the lease is held, then why it ended: ErrReleased,
 // ErrExpired, ErrForceReleased, ErrMaxHold (all but the first satisfy
-// errors.Is(err, ErrLeaseLost)), or a backend error.
+// errors.Is(err, ErrLeaseLost)), or a backend error. Past the lease's local
+// deadline it reports ErrExpired even if the lease's timer has not run yet
+// (a starved process): a lease is never reported valid beyond it.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.ended && !l.stopping && l.sem.c.now() >= l.deadline {
+		l.endLocked(ErrExpired)
+	}
 	return l.reason
 }
 

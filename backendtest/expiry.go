@@ -226,6 +226,10 @@ func testRefreshExtends(t *testing.T, e *env) {
 		time.Sleep(ttl / 2)
 		sent := time.Now()
 		if err := l.Refresh(e.ctx(10 * time.Second)); err != nil {
+			if errors.Is(err, sema.ErrLeaseLost) && time.Since(got) >= ttl-ttl/10 {
+				t.Logf("round %d: the refresh was answered past the lease's expiry (a stall); again", round)
+				continue
+			}
 			t.Fatalf("Refresh of a live lease: %v", err)
 		}
 		// The backend granted before got and extended after sent.
