@@ -30,10 +30,12 @@ type backendEngine struct {
 // is made before the backend is asked, so that two principals racing for
 // one ID cannot both win (acquiring counts the calls in flight).
 type binding struct {
-	principal string
-	acquiring int
-	granted   bool
-	expires   time.Time
+	principal  string
+	acquiring  int
+	granted    bool
+	repeated   bool // an acquire repeating the ID was answered with its lease
+	givingBack bool // an undelivered grant of it is being released
+	expires    time.Time
 }
 
 func newBackendEngine(b sema.Backend) *backendEngine {
@@ -69,6 +71,9 @@ func (e *backendEngine) bindStart(req *sema.Request, who store.Caller) error {
 		e.sweep()
 	case bd.principal != who.Principal && !who.Admin:
 		return fmt.Errorf("server: acquire %q: %w", req.Name, store.ErrForbidden)
+	case bd.givingBack:
+		// Its grant, undelivered, is being released: not this answer's.
+		return fmt.Errorf("server: acquire %q: %w: its undelivered grant is being given back", req.Name, sema.ErrNotAcquired)
 	}
 	bd.acquiring++
 	return nil
@@ -85,6 +90,7 @@ func (e *backendEngine) bindEnd(req *sema.Request, g sema.Grant, err error) {
 	}
 	bd.acquiring--
 	if err == nil {
+		bd.repeated = bd.repeated || bd.granted
 		bd.granted, bd.expires = true, g.ExpiresAt
 	} else if bd.acquiring == 0 && !bd.granted {
 		delete(e.owners, k)
@@ -112,6 +118,33 @@ func (e *backendEngine) unbind(name, id string) {
 		delete(e.owners, name+"\x00"+id)
 	}
 	e.mu.Unlock()
+}
+
+// giveBack releases an undelivered grant unless an acquire of its ID is in
+// flight or was answered with it again; acquires of the ID are refused
+// while it is released.
+func (e *backendEngine) giveBack(ctx context.Context, g sema.Grant) error {
+	k := g.Name + "\x00" + g.ID
+	e.mu.Lock()
+	bd := e.owners[k]
+	if bd != nil && (bd.acquiring > 0 || bd.repeated) {
+		e.mu.Unlock()
+		return nil
+	}
+	if bd != nil {
+		bd.givingBack = true
+	}
+	e.mu.Unlock()
+	err := e.b.Release(ctx, g.Name, g.ID)
+	e.mu.Lock()
+	if bd != nil {
+		bd.givingBack = false
+	}
+	e.mu.Unlock()
+	if err == nil || errors.Is(err, sema.ErrNotHeld) {
+		e.unbind(g.Name, g.ID)
+	}
+	return err
 }
 
 // acquire asks the backend on a goroutine of its own, which cancel ends.

@@ -21,6 +21,10 @@ type engine interface {
 	acquire(req sema.Request, who store.Caller, wait bool, done func(sema.Grant, error)) (cancel func() bool)
 	renew(ctx context.Context, name, id string, ttl time.Duration, who store.Caller) (sema.Grant, error)
 	release(ctx context.Context, name, id string, who store.Caller) error
+	// giveBack releases grant g, which its acquirer never received, unless
+	// a retry of that acquire (same lease ID) may have been answered with
+	// it: then the retrying client holds it.
+	giveBack(ctx context.Context, g sema.Grant) error
 	describe(ctx context.Context, name string) (sema.Status, error)
 	list(ctx context.Context, prefix string) ([]sema.Status, error)
 	forceRelease(ctx context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error)
@@ -39,6 +43,7 @@ type embedded interface {
 	AcquireAsync(req sema.Request, who store.Caller, wait bool, done func(sema.Grant, error)) *store.Pending
 	RenewAs(ctx context.Context, name, id string, ttl time.Duration, who store.Caller) (sema.Grant, error)
 	ReleaseAs(ctx context.Context, name, id string, who store.Caller) error
+	GiveBack(g sema.Grant)
 	Err() error
 	storeStats
 }
@@ -65,6 +70,11 @@ func (e storeEngine) renew(ctx context.Context, name, id string, ttl time.Durati
 
 func (e storeEngine) release(ctx context.Context, name, id string, who store.Caller) error {
 	return e.s.ReleaseAs(ctx, name, id, who)
+}
+
+func (e storeEngine) giveBack(_ context.Context, g sema.Grant) error {
+	e.s.GiveBack(g)
+	return nil
 }
 
 func (e storeEngine) describe(ctx context.Context, name string) (sema.Status, error) {

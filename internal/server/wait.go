@@ -147,7 +147,7 @@ func (s *Server) stopError(req sema.Request, why error) error {
 func (s *Server) giveBack(g sema.Grant) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := s.eng.release(ctx, g.Name, g.ID, anonymousAdmin.Caller)
+	err := s.eng.giveBack(ctx, g)
 	if err != nil && !errors.Is(err, sema.ErrNotHeld) && !errors.Is(err, sema.ErrClosed) {
 		s.log.Warn("sema serve: giving back an undelivered grant failed", "name", g.Name, "err", err)
 	}

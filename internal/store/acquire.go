@@ -75,6 +75,7 @@ func (s *Store) start(w *waiter, wait bool) error {
 			s.unlock()
 			return fmt.Errorf("store: acquire %q: %w", req.Name, ErrForbidden)
 		}
+		l.repeated = true
 		w.lease, w.grant = l, s.grantOf(l)
 		s.answerLater(w)
 		s.unlock()

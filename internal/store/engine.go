@@ -37,6 +37,7 @@ type lease struct {
 	seq       uint64 // log sequence number of its grant record
 	pid       int32
 	hidx      int32 // index in the expiry heap
+	repeated  bool  // an acquire repeating its ID was answered with it (see GiveBack)
 }
 
 func (e *entry) find(id string) *lease {

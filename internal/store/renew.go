@@ -118,6 +118,27 @@ func (s *Store) ReleaseAs(_ context.Context, name, id string, who Caller) error 
 	return nil
 }
 
+// GiveBack releases the lease of grant g, which its acquirer never
+// received, unless an acquire repeating its ID (a client that retried on
+// another connection) was answered with it meanwhile: that client holds
+// it now. A lease so kept and never received is held until its TTL.
+func (s *Store) GiveBack(g sema.Grant) {
+	s.mu.Lock()
+	defer s.unlock()
+	if s.closed {
+		return
+	}
+	now := s.mono()
+	l := s.lookup(g.Name, g.ID, now)
+	if l == nil || l.token != g.Token || l.repeated {
+		return
+	}
+	s.endLocked(l, endRelease, now)
+	s.grantWaiters(l.e, now)
+	s.dropIfIdle(l.e)
+	s.maybeSnapshot()
+}
+
 // forced reports whether lease id of name was force-released. Callers hold
 // s.mu.
 func (s *Store) forced(name, id string) bool {
