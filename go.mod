@@ -3,6 +3,7 @@ module github.com/sema-dev/sema
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/prometheus/client_golang v1.23.2
 	go.yaml.in/yaml/v2 v2.4.2
 	golang.org/x/sync v0.24.0

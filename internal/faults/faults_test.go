@@ -1,0 +1,163 @@
+package faults
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sema-dev/sema/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if s := os.Getenv(workerEnv); s != "" {
+		var cfg WorkerConfig
+		if err := json.Unmarshal([]byte(s), &cfg); err != nil {
+			fmt.Fprintf(os.Stderr, "worker: %v\n", err)
+			os.Exit(2)
+		}
+		os.Exit(RunWorker(cfg))
+	}
+	testenv.Main(m)
+}
+
+// TestFaults runs every backend under faults — worker processes killed,
+// frozen past their TTL, force-released; the server killed and restarted;
+// connections reset and paused — and checks the recorded history: tokens,
+// overlap, fencing, what Describe showed, and linearizability.
+func TestFaults(t *testing.T) {
+	cfg := configFromEnv(t)
+	only := os.Getenv("SEMA_FAULTS_BACKENDS")
+	for _, eng := range engines {
+		if only != "" && !slices.Contains(strings.Split(only, ","), eng.name) {
+			continue
+		}
+		t.Run(eng.name, func(t *testing.T) { runEngine(t, eng, cfg) })
+	}
+}
+
+// configFromEnv is the quick mode, or the long mode that
+// SEMA_FAULTS_DURATION asks for (see the package documentation).
+func configFromEnv(t *testing.T) runConfig {
+	cfg := runConfig{dur: 12 * time.Second, ttl: time.Second, workers: 5, faultEvery: 600 * time.Millisecond,
+		seed: uint64(time.Now().UnixNano())}
+	if s := os.Getenv("SEMA_FAULTS_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("SEMA_FAULTS_DURATION=%q: want a duration such as 10m", s)
+		}
+		cfg.dur, cfg.epoch = d, 30*time.Second
+	}
+	if s := os.Getenv("SEMA_FAULTS_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SEMA_FAULTS_SEED=%q: want a number", s)
+		}
+		cfg.seed = seed
+	}
+	switch s := os.Getenv("SEMA_FAULTS_FORCE"); s {
+	case "":
+	case "deadline":
+		cfg.strict = true
+	default:
+		t.Fatalf("SEMA_FAULTS_FORCE=%q: the only value is deadline", s)
+	}
+	return cfg
+}
+
+func runEngine(t *testing.T, eng engine, cfg runConfig) {
+	dir, err := os.MkdirTemp("", "sema-faults-"+eng.name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("SEMA_FAULTS_KEEP") != "" {
+			t.Logf("journals, resource logs, worker logs and visualizations kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	r := newRun(t, eng, cfg, dir)
+	r.tgt = eng.start(t, r)
+	r.openAdmin()
+	t.Logf("seed %d (SEMA_FAULTS_SEED to repeat the same choices)", cfg.seed)
+	r.start = Now()
+	for range cfg.workers {
+		r.spawn()
+	}
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() { r.sample(stop); close(sampled) }()
+	counts := r.inject(time.Now().Add(cfg.dur))
+	close(stop)
+	<-sampled
+	end := r.finish()
+	r.checkLogs()
+	h := r.history(end)
+	o := Options{ForceFrees: !cfg.strict, FreesOnDeath: eng.freesOnDeath, Slack: int64(cfg.maxPause() + time.Second)}
+	checked := time.Now()
+	var vs []Violation
+	vs = append(vs, CheckTokens(h, o)...)
+	vs = append(vs, CheckOverlap(h, o)...)
+	fv, fs := CheckFencing(h, o)
+	vs = append(vs, fv...)
+	vs = append(vs, CheckDescribe(h, o)...)
+	vs = append(vs, CheckLinearizable(h, o, cfg.strict, dir, time.Minute+cfg.dur/4)...)
+	t.Logf("%s; checked in %v", summary(h, counts, fs), time.Since(checked).Round(time.Millisecond))
+	slices.SortFunc(vs, func(a, b Violation) int { return cmpInt(a.At, b.At) })
+	for _, v := range vs {
+		t.Errorf("%s violation, caught at +%s of the run:\n%s", v.Check, dur(v.At-h.Start), v.Msg)
+	}
+}
+
+// checkLogs fails the test if a worker's log shows a data race or a panic.
+func (r *run) checkLogs() {
+	logs, _ := filepath.Glob(filepath.Join(r.dir, "w*.log"))
+	for _, p := range logs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if strings.Contains(string(b), "DATA RACE") || strings.Contains(string(b), "panic:") {
+			r.t.Errorf("%s:\n%s", filepath.Base(p), b)
+		}
+	}
+}
+
+// summary says what a run did, in one paragraph.
+func summary(h *History, faults map[FaultKind]int, fs FencingStats) string {
+	byType := map[string]int{}
+	for _, o := range h.Ops {
+		byType[string(o.Type)+" "+string(o.Res)]++
+	}
+	keys := make([]string, 0, len(byType))
+	for k := range byType {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v of work: %d operations (", time.Duration(h.End-h.Start).Round(time.Second), len(h.Ops))
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, byType[k])
+	}
+	fmt.Fprintf(&b, "), %d leases, %d worker processes killed", len(h.Leases), len(h.Deaths))
+	var total int
+	kinds := make([]string, 0, len(faults))
+	for k, n := range faults {
+		total += n
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	slices.Sort(kinds)
+	fmt.Fprintf(&b, "; %d faults (%s)", total, strings.Join(kinds, ", "))
+	fmt.Fprintf(&b, "; resource: %d writes, %d rejected; %d written after a stall (%d rejected); %d after the writer's belief ended (%d rejected)",
+		fs.Writes, fs.Rejected, fs.StallWrites, fs.StallReject, fs.Stale, fs.StaleRejected)
+	return b.String()
+}

@@ -1,0 +1,206 @@
+package faults
+
+import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/sema-dev/sema/internal/testenv"
+)
+
+// inject injects faults until the deadline: every kind the engine allows,
+// in a random order, each once per cycle, with random gaps around
+// cfg.faultEvery. It returns how many of each it injected.
+func (r *run) inject(deadline time.Time) map[FaultKind]int {
+	count := map[FaultKind]int{}
+	var cycle []FaultKind
+	for time.Now().Before(deadline) {
+		if len(cycle) == 0 {
+			cycle = append(cycle, r.eng.faults...)
+			for i := len(cycle) - 1; i > 0; i-- {
+				j := r.intn(i + 1)
+				cycle[i], cycle[j] = cycle[j], cycle[i]
+			}
+		}
+		k := cycle[0]
+		cycle = cycle[1:]
+		gap := r.between(r.cfg.faultEvery/2, 3*r.cfg.faultEvery/2)
+		if r.injectOne(k) {
+			count[k]++
+		} else { // nothing to hit now: try it again later
+			cycle = append(cycle, k)
+			gap = r.cfg.faultEvery / 10
+		}
+		time.Sleep(min(gap, time.Until(deadline)))
+	}
+	return count
+}
+
+// injectOne injects one fault of kind k; false if it found nothing to hit
+// (no holder, no waiter, no connection).
+func (r *run) injectOne(k FaultKind) bool {
+	switch k {
+	case FaultKillHolder, FaultKillWaiter, FaultStop:
+		p := r.victim(k == FaultKillWaiter)
+		if p == nil {
+			return false
+		}
+		if k == FaultStop {
+			return r.stop(p)
+		}
+		t := r.kill(p, true)
+		r.fault(Fault{Kind: k, T: t, End: t, Client: p.n})
+	case FaultForce:
+		r.force(r.randomName())
+	case FaultCrash, FaultTerm:
+		t := Now()
+		if err := r.tgt.restart(k == FaultCrash); err != nil {
+			r.t.Fatalf("%s: %v", k, err)
+		}
+		r.fault(Fault{Kind: k, T: t, End: Now()})
+	case FaultReset:
+		t := Now()
+		if r.intn(4) == 0 {
+			r.fault(Fault{Kind: k, T: t, End: t, Note: strconv.Itoa(r.tgt.proxy.ResetAll()) + " connections"})
+			return true
+		}
+		r.mu.Lock()
+		ok := r.tgt.proxy.ResetOne(r.rng)
+		r.mu.Unlock()
+		if !ok {
+			return false
+		}
+		r.fault(Fault{Kind: k, T: t, End: t})
+	case FaultStall, FaultNoRead:
+		dir := Both
+		if k == FaultNoRead {
+			dir = Down
+		}
+		r.mu.Lock()
+		end := r.tgt.proxy.Pause(r.rng, dir)
+		r.mu.Unlock()
+		if end == nil {
+			return false
+		}
+		t := Now()
+		d := r.between(r.cfg.ttl/4, r.cfg.maxPause())
+		doReset := r.intn(2) == 0
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
+			time.Sleep(d)
+			end(doReset)
+			note := "resumed"
+			if doReset {
+				note = "then reset"
+			}
+			r.fault(Fault{Kind: k, T: t, End: Now(), Note: note})
+		}()
+	}
+	return true
+}
+
+// victim finds, through Describe, a worker that holds (or waits for) a
+// random name.
+func (r *run) victim(waiter bool) *proc {
+	for range 3 {
+		st, ok := r.describe(r.randomName())
+		if !ok {
+			continue
+		}
+		var pids []int
+		if waiter {
+			for _, w := range st.Waiters {
+				pids = append(pids, w.PID)
+			}
+		} else {
+			for _, h := range st.Holders {
+				pids = append(pids, h.PID)
+			}
+		}
+		for _, i := range r.perm(len(pids)) {
+			if p := r.byPID(pids[i]); p != nil && !p.isStopped(r) {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+func (r *run) perm(n int) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rng.Perm(n)
+}
+
+func (p *proc) isStopped(r *run) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return p.stopped
+}
+
+// stop freezes a worker with SIGSTOP for longer than a TTL, then continues
+// it: its lease expires meanwhile, and it writes to the resource when it
+// wakes.
+func (r *run) stop(p *proc) bool {
+	r.mu.Lock()
+	if r.procs[p.n] != p || p.stopped {
+		r.mu.Unlock()
+		return false
+	}
+	p.stopped = true
+	t := Now()
+	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+	r.mu.Unlock()
+	d := r.between(6*r.cfg.ttl/5, 5*r.cfg.ttl/2)
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		select {
+		case <-time.After(d):
+		case <-p.done:
+		}
+		r.mu.Lock()
+		p.stopped = false
+		if r.procs[p.n] == p {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		}
+		r.mu.Unlock()
+		r.fault(Fault{Kind: FaultStop, T: t, End: Now(), Client: p.n})
+	}()
+	return true
+}
+
+// released matches the lines of `sema release --force`.
+var released = regexp.MustCompile(`(?m)^released ".*" lease (\S+) \(owner .*, token (\d+), weight (\d+),`)
+
+// force runs `sema release --force NAME` as an operator would.
+func (r *run) force(name string) {
+	op := &Op{Type: OpForce, Name: name, Limit: limitOf(name), Call: Now()}
+	cmd := exec.Command(testenv.SemaBinary(r.t), "release", "--force", "--backend", r.tgt.adminURL, name)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	op.Ret = Now()
+	var exit *exec.ExitError
+	switch {
+	case err == nil && released.MatchString(stdout.String()):
+		op.Res = ResOK
+		for _, m := range released.FindAllStringSubmatch(stdout.String(), -1) {
+			tok, _ := strconv.ParseUint(m[2], 10, 64)
+			w, _ := strconv.ParseInt(m[3], 10, 64)
+			op.Seen = append(op.Seen, Seen{ID: m[1], Token: tok, Weight: w})
+		}
+	case errors.As(err, &exit) && exit.ExitCode() == 1 && bytes.Contains(stderr.Bytes(), []byte("is not held")):
+		op.Res = ResNotHeld
+	default:
+		op.Res = ResUnknown
+		op.Err = err.Error() + ": " + stderr.String()
+	}
+	r.addOp(op)
+	r.fault(Fault{Kind: FaultForce, T: op.Call, End: op.Ret, Note: name})
+}
