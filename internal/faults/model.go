@@ -38,14 +38,14 @@ type mInput struct {
 	limit  int64
 	token  uint64
 	call   int64
-	ret    int64 // the real return (ret + slack for an unknown outcome is porcupine's Return only)
-	drop   int64 // grant, refresh ok: the lease may be gone from the backend once an operation returns after this
-	expire int64 // grant, ghost: the lease is surely gone for operations invoked after this
-	queued bool  // held: a waiter may have been queued, which makes TryAcquire fail (FIFO)
+	ret    int64    // the real return (ret + slack for an unknown outcome is porcupine's Return only)
+	drop   int64    // grant, refresh ok: the lease may be gone from the backend once an operation returns after this
+	expire int64    // grant, ghost: the lease is surely gone for operations invoked after this
+	queued bool     // held: a waiter may have been queued, which makes TryAcquire fail (FIFO)
 	freed  []string // force: the leases it reported, those the history knows
 	strict bool     // force: the permits stay taken until the old holder's deadline
-	after  int64 // crash, restart: a lease or fence from before may last until this
-	cut    bool  // a shrunk history made its outcome unknown
+	after  int64    // crash, restart: a lease or fence from before may last until this
+	cut    bool     // a shrunk history made its outcome unknown
 }
 
 // mLease is a lease the backend may hold.
