@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Violation is a broken guarantee, with the shortest evidence found.
 type Violation struct {
 	Check string // tokens, overlap, fencing, describe, linearizability
+	Name  string // the semaphore
 	At    int64  // when it happened (Now() clock)
 	Msg   string
 }
@@ -64,7 +66,7 @@ func CheckTokens(h *History, o Options) []Violation {
 		seen := map[uint64]*Lease{}
 		for _, l := range ls {
 			if p := seen[l.Token]; p != nil {
-				out = append(out, Violation{"tokens", l.Grant.Ret, fmt.Sprintf("%q: token %d granted twice:\n  %s\n  %s",
+				out = append(out, Violation{"tokens", name, l.Grant.Ret, fmt.Sprintf("%q: token %d granted twice:\n  %s\n  %s",
 					name, l.Token, p.timeline(h, o), l.timeline(h, o))})
 			}
 			seen[l.Token] = l
@@ -80,7 +82,7 @@ func CheckTokens(h *History, o Options) []Violation {
 				}
 			}
 			if top != nil && top.Token >= l.Token {
-				out = append(out, Violation{"tokens", l.Grant.Ret, fmt.Sprintf(
+				out = append(out, Violation{"tokens", name, l.Grant.Ret, fmt.Sprintf(
 					"%q: token went back: a grant returned before another was asked for has the higher token:\n  %s\n  %s",
 					name, top.timeline(h, o), l.timeline(h, o))})
 			}
@@ -140,7 +142,7 @@ func CheckOverlap(h *History, o Options) []Violation {
 				for l := range live {
 					b.WriteString("\n  " + l.timeline(h, o))
 				}
-				out = append(out, Violation{"overlap", e.t, b.String()})
+				out = append(out, Violation{"overlap", name, e.t, b.String()})
 				break // one per name: the first
 			}
 		}
@@ -191,17 +193,17 @@ func CheckFencing(h *History, o Options) ([]Violation, FencingStats) {
 			}
 			switch {
 			case u.OK && top != nil && u.Token < top.Token:
-				out = append(out, Violation{"fencing", u.T, fmt.Sprintf("%q: the resource accepted token %d after token %d:\n  %s\n  %s",
+				out = append(out, Violation{"fencing", name, u.T, fmt.Sprintf("%q: the resource accepted token %d after token %d:\n  %s\n  %s",
 					name, u.Token, top.Token, h.Leases[top.ID].timeline(h, o), l.timeline(h, o))})
 			case !u.OK && u.T <= end && u.Check >= l.Grant.Ret:
-				out = append(out, Violation{"fencing", u.T, fmt.Sprintf(
+				out = append(out, Violation{"fencing", name, u.T, fmt.Sprintf(
 					"%q: a write at +%s by a holder that believed its lease valid was rejected (token %d; the resource had accepted %d):\n  %s\n  %s",
 					name, dur(u.T-h.Start), u.Token, top.Token, l.timeline(h, o), h.Leases[top.ID].timeline(h, o))})
 			case u.OK:
 				for id := range writers {
 					b := h.Leases[id]
 					if b.ID != l.ID && b.Grant.Call > l.Grant.Ret {
-						out = append(out, Violation{"fencing", u.T, fmt.Sprintf(
+						out = append(out, Violation{"fencing", name, u.T, fmt.Sprintf(
 							"%q: a stale write at +%s was accepted although a lease granted later had written first:\n  %s\n  %s",
 							name, dur(u.T-h.Start), l.timeline(h, o), b.timeline(h, o))})
 						break
@@ -251,13 +253,13 @@ func CheckDescribe(h *History, o Options) []Violation {
 				continue
 			}
 			if ended := l.endedBy(); ended != nil && ended.Ret < op.Call && !crashWindow(op.Call, l.TTL) {
-				out = append(out, Violation{"describe", op.Call, fmt.Sprintf(
+				out = append(out, Violation{"describe", op.Name, op.Call, fmt.Sprintf(
 					"%q: Describe at +%s shows a lease that had ended (%s → %s at +%s):\n  %s",
 					op.Name, dur(op.Call-h.Start), ended.Type, ended.Res, dur(ended.Ret-h.Start), l.timeline(h, o))})
 			}
 		}
 		if limit := h.Limits[op.Name]; limit > 0 && sum > limit {
-			out = append(out, Violation{"describe", op.Call, fmt.Sprintf("%q: Describe at +%s shows %d permits held of %d: %s",
+			out = append(out, Violation{"describe", op.Name, op.Call, fmt.Sprintf("%q: Describe at +%s shows %d permits held of %d: %s",
 				op.Name, dur(op.Call-h.Start), sum, limit, strings.Join(shown, ", "))})
 		}
 	}
@@ -276,4 +278,34 @@ func (l *Lease) endedBy() *Op {
 		}
 	}
 	return first
+}
+
+// CheckAll runs every check on h: tokens, overlap, fencing, Describe and
+// linearizability (porcupine's visualization of a failure goes to dir).
+// It returns the violations by time, at most a few per check and name.
+func CheckAll(h *History, o Options, strict bool, dir string, timeout time.Duration) ([]Violation, FencingStats) {
+	var vs []Violation
+	vs = append(vs, CheckTokens(h, o)...)
+	vs = append(vs, CheckOverlap(h, o)...)
+	fv, fs := CheckFencing(h, o)
+	vs = append(vs, fv...)
+	vs = append(vs, CheckDescribe(h, o)...)
+	vs = append(vs, CheckLinearizable(h, o, strict, dir, timeout)...)
+	slices.SortStableFunc(vs, func(a, b Violation) int { return cmpInt(a.At, b.At) })
+	const perKind = 3
+	seen := map[string]int{}
+	var out []Violation
+	for _, v := range vs {
+		k := v.Check + " " + v.Name
+		if seen[k]++; seen[k] <= perKind {
+			out = append(out, v)
+		}
+	}
+	for k, n := range seen {
+		if n > perKind {
+			out = append(out, Violation{Check: strings.Fields(k)[0], At: h.End,
+				Msg: fmt.Sprintf("…and %d more %s violations on %q", n-perKind, strings.Fields(k)[0], strings.TrimPrefix(k, strings.Fields(k)[0]+" "))})
+		}
+	}
+	return out, fs
 }

@@ -83,6 +83,7 @@ func runEngine(t *testing.T, eng engine, cfg runConfig) {
 		os.RemoveAll(dir)
 	})
 	r := newRun(t, eng, cfg, dir)
+	testenv.SemaBinary(t) // built now, not in the first force-release
 	r.tgt = eng.start(t, r)
 	r.openAdmin()
 	t.Logf("seed %d (SEMA_FAULTS_SEED to repeat the same choices)", cfg.seed)
@@ -93,26 +94,43 @@ func runEngine(t *testing.T, eng engine, cfg runConfig) {
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() { r.sample(stop); close(sampled) }()
-	counts := r.inject(time.Now().Add(cfg.dur))
+	r.inject(time.Now().Add(cfg.dur))
 	close(stop)
 	<-sampled
 	end := r.finish()
 	r.checkLogs()
-	h := r.history(end)
 	o := Options{ForceFrees: !cfg.strict, FreesOnDeath: eng.freesOnDeath, Slack: int64(cfg.maxPause() + time.Second)}
+	r.save(end, o)
+	h, _, err := loadHistory(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	checked := time.Now()
-	var vs []Violation
-	vs = append(vs, CheckTokens(h, o)...)
-	vs = append(vs, CheckOverlap(h, o)...)
-	fv, fs := CheckFencing(h, o)
-	vs = append(vs, fv...)
-	vs = append(vs, CheckDescribe(h, o)...)
-	vs = append(vs, CheckLinearizable(h, o, cfg.strict, dir, time.Minute+cfg.dur/4)...)
-	t.Logf("%s; checked in %v", summary(h, counts, fs), time.Since(checked).Round(time.Millisecond))
-	slices.SortFunc(vs, func(a, b Violation) int { return cmpInt(a.At, b.At) })
+	vs, fs := CheckAll(h, o, cfg.strict, dir, time.Minute+cfg.dur/4)
+	t.Logf("%s; checked in %v", summary(h, fs), time.Since(checked).Round(time.Millisecond))
+	report(t, h, vs)
+}
+
+func report(t *testing.T, h *History, vs []Violation) {
 	for _, v := range vs {
 		t.Errorf("%s violation, caught at +%s of the run:\n%s", v.Check, dur(v.At-h.Start), v.Msg)
 	}
+}
+
+// TestCheckKept checks again the run kept in $SEMA_FAULTS_CHECK (a
+// directory a failed run, or one with SEMA_FAULTS_KEEP set, printed).
+func TestCheckKept(t *testing.T) {
+	dir := os.Getenv("SEMA_FAULTS_CHECK")
+	if dir == "" {
+		t.Skip("SEMA_FAULTS_CHECK names no kept run")
+	}
+	h, k, err := loadHistory(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, fs := CheckAll(h, k.Options, k.Strict, dir, 10*time.Minute)
+	t.Logf("%s", summary(h, fs))
+	report(t, h, vs)
 }
 
 // checkLogs fails the test if a worker's log shows a data race or a panic.
@@ -130,7 +148,11 @@ func (r *run) checkLogs() {
 }
 
 // summary says what a run did, in one paragraph.
-func summary(h *History, faults map[FaultKind]int, fs FencingStats) string {
+func summary(h *History, fs FencingStats) string {
+	faults := map[FaultKind]int{}
+	for _, f := range h.Faults {
+		faults[f.Kind]++
+	}
 	byType := map[string]int{}
 	for _, o := range h.Ops {
 		byType[string(o.Type)+" "+string(o.Res)]++

@@ -3,6 +3,7 @@ package faults
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -14,9 +15,8 @@ import (
 
 // inject injects faults until the deadline: every kind the engine allows,
 // in a random order, each once per cycle, with random gaps around
-// cfg.faultEvery. It returns how many of each it injected.
-func (r *run) inject(deadline time.Time) map[FaultKind]int {
-	count := map[FaultKind]int{}
+// cfg.faultEvery.
+func (r *run) inject(deadline time.Time) {
 	var cycle []FaultKind
 	for time.Now().Before(deadline) {
 		if len(cycle) == 0 {
@@ -29,15 +29,12 @@ func (r *run) inject(deadline time.Time) map[FaultKind]int {
 		k := cycle[0]
 		cycle = cycle[1:]
 		gap := r.between(r.cfg.faultEvery/2, 3*r.cfg.faultEvery/2)
-		if r.injectOne(k) {
-			count[k]++
-		} else { // nothing to hit now: try it again later
+		if !r.injectOne(k) { // nothing to hit now: try it again later
 			cycle = append(cycle, k)
 			gap = r.cfg.faultEvery / 10
 		}
 		time.Sleep(min(gap, time.Until(deadline)))
 	}
-	return count
 }
 
 // injectOne injects one fault of kind k; false if it found nothing to hit
@@ -199,7 +196,7 @@ func (r *run) force(name string) {
 		op.Res = ResNotHeld
 	default:
 		op.Res = ResUnknown
-		op.Err = err.Error() + ": " + stderr.String()
+		op.Err = fmt.Sprintf("%v: %s%s", err, stdout.Bytes(), stderr.Bytes())
 	}
 	r.addOp(op)
 	r.fault(Fault{Kind: FaultForce, T: op.Call, End: op.Ret, Note: name})

@@ -223,7 +223,7 @@ func CheckLinearizable(h *History, o Options, strict bool, dir string, timeout t
 		case porcupine.Ok:
 			continue
 		case porcupine.Unknown:
-			out = append(out, Violation{"linearizability", h.End, fmt.Sprintf(
+			out = append(out, Violation{"linearizability", name, h.End, fmt.Sprintf(
 				"%q: the checker gave up after %v on %d operations: no verdict (a failure, not a pass)", name, timeout, len(ops))})
 			continue
 		}
@@ -258,7 +258,7 @@ func CheckLinearizable(h *History, o Options, strict bool, dir string, timeout t
 			desc := model.DescribeOperation(in, nil)
 			fmt.Fprintf(&b, "\n  [+%s, +%s] %s", dur(op.Call-h.Start), dur(op.Return-h.Start), desc)
 		}
-		out = append(out, Violation{"linearizability", short[len(short)-1].Call, b.String()})
+		out = append(out, Violation{"linearizability", name, short[len(short)-1].Call, b.String()})
 	}
 	return out
 }

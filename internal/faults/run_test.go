@@ -261,23 +261,52 @@ func (r *run) finish() int64 {
 	return Now()
 }
 
-// history reads what the run recorded.
-func (r *run) history(end int64) *History {
+// kept is what the harness itself recorded, saved beside the workers'
+// journals so that SEMA_FAULTS_CHECK can check a kept run again.
+type kept struct {
+	Start, End int64
+	Workers    int
+	Ops        []*Op
+	Faults     []Fault
+	Deaths     map[int]int64
+	Options    Options
+	Strict     bool
+}
+
+// save writes the harness's records to the run's directory.
+func (r *run) save(end int64, o Options) {
+	k := kept{Start: r.start, End: end, Workers: r.next, Ops: r.ops, Faults: r.faults, Deaths: r.deaths, Options: o, Strict: r.cfg.strict}
+	b, err := json.Marshal(&k)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(r.dir, "harness.json"), b, 0o644)
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// loadHistory reads what a run recorded in dir.
+func loadHistory(dir string) (*History, kept, error) {
+	var k kept
+	b, err := os.ReadFile(filepath.Join(dir, "harness.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &k)
+	}
+	if err != nil {
+		return nil, k, err
+	}
 	journals := map[int][]Rec{}
-	for n := 1; n <= r.next; n++ {
-		recs, err := ReadJournal(r.journal(n))
+	for n := 1; n <= k.Workers; n++ {
+		recs, err := ReadJournal(filepath.Join(dir, fmt.Sprintf("w%d.jsonl", n)))
 		if err != nil && !os.IsNotExist(err) {
-			r.t.Fatal(err)
+			return nil, k, err
 		}
 		journals[n] = recs
 	}
-	res, err := ReadResource(r.resDir)
+	res, err := ReadResource(filepath.Join(dir, "resource"))
 	if err != nil {
-		r.t.Fatal(err)
+		return nil, k, err
 	}
-	h, err := Build(r.start, end, journals, r.ops, r.faults, res, r.deaths)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return h
+	h, err := Build(k.Start, k.End, journals, k.Ops, k.Faults, res, k.Deaths)
+	return h, k, err
 }
