@@ -52,7 +52,11 @@ func (r *run) injectOne(k FaultKind) bool {
 		t := r.kill(p, true)
 		r.fault(Fault{Kind: k, T: t, End: t, Client: p.n})
 	case FaultForce:
-		r.force(r.randomName())
+		name := r.heldName()
+		if name == "" {
+			return false
+		}
+		r.force(name)
 	case FaultCrash, FaultTerm:
 		t := Now()
 		if err := r.tgt.restart(k == FaultCrash); err != nil {
@@ -126,6 +130,17 @@ func (r *run) victim(waiter bool) *proc {
 		}
 	}
 	return nil
+}
+
+// heldName finds, through Describe, a name with holders.
+func (r *run) heldName() string {
+	for range 3 {
+		name := r.randomName()
+		if st, ok := r.describe(name); ok && len(st.Holders) > 0 {
+			return name
+		}
+	}
+	return ""
 }
 
 func (r *run) perm(n int) []int {

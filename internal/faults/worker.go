@@ -193,7 +193,7 @@ func (w *worker) hold(ctx context.Context, l *sema.Lease, limit int64, keep, wai
 		length = w.rand(w.ttl, 3*w.ttl) // long enough for several renewals
 	}
 	tick := w.ttl / 8
-	end, nextRefresh, last := Now()+length, Now()+w.ttl/3, Now()
+	end, nextRefresh, last := Now()+length, Now()+w.rand(w.ttl/8, w.ttl/3), Now()
 	for ctx.Err() == nil {
 		w.sleep(ctx, w.rand(tick/2, tick))
 		now := Now()
