@@ -50,6 +50,20 @@ func (h *History) modelOps(name string, o Options, strict bool) []porcupine.Oper
 			ttl = max(ttl, l.TTL)
 		}
 	}
+	// Acquires whose outcome is unknown may have left a lease nobody
+	// knows: it only ever explains a TryAcquire that found the permits
+	// taken, so it is counted there rather than kept in the state.
+	type ghost struct{ call, expire, w int64 }
+	var ghosts []ghost
+	for _, op := range h.Ops {
+		if op.Name == name && (op.Type == OpTry || op.Type == OpAcquire) && op.Res == ResUnknown {
+			e := op.Ret + o.Slack + op.TTL + o.Slack
+			if d, ok := h.Deaths[op.Client]; ok && o.FreesOnDeath {
+				e = min(e, d+o.Slack)
+			}
+			ghosts = append(ghosts, ghost{op.Call, e, op.Weight})
+		}
+	}
 	var out []porcupine.Operation
 	add := func(in *mInput, ret int64, client int) {
 		out = append(out, porcupine.Operation{ClientId: lane(client), Input: in, Call: in.call, Return: max(ret, in.call),
@@ -67,12 +81,11 @@ func (h *History) modelOps(name string, o Options, strict bool) []porcupine.Oper
 		case (op.Type == OpTry || op.Type == OpAcquire) && op.Res == ResOK:
 			in.kind, in.drop, in.expire = mGrant, l.dropAt(op.Deadline, o), l.expireBy(h, o)
 		case op.Type == OpTry && op.Res == ResHeld:
-			in.kind, in.queued = mHeld, h.waiterDuring(op, o)
-		case (op.Type == OpTry || op.Type == OpAcquire) && op.Res == ResUnknown:
-			unknown(mGhost)
-			in.expire = op.Ret + o.Slack + op.TTL + o.Slack
-			if d, ok := h.Deaths[op.Client]; ok && o.FreesOnDeath {
-				in.expire = min(in.expire, d+o.Slack)
+			in.kind, in.queued, in.fenced = mHeld, h.waiterDuring(op, o), h.restartDuring(op, ttl, o)
+			for _, g := range ghosts {
+				if g.call < op.Ret && g.expire > op.Call {
+					in.ghosts += g.w
+				}
 			}
 		case op.Type == OpRefresh && op.Res == ResOK:
 			in.kind, in.drop = mRefreshOK, l.dropAt(op.Deadline, o)
@@ -109,6 +122,18 @@ func (h *History) modelOps(name string, o Options, strict bool) []porcupine.Oper
 	}
 	slices.SortStableFunc(out, func(a, b porcupine.Operation) int { return cmpInt(a.Call, b.Call) })
 	return out
+}
+
+// restartDuring reports whether op ran while a server restart may have
+// kept permits taken: from the restart until one TTL after the server
+// answered again (the recovery fence, leases whose end was not on disk).
+func (h *History) restartDuring(op *Op, ttl int64, o Options) bool {
+	for _, f := range h.Faults {
+		if (f.Kind == FaultCrash || f.Kind == FaultTerm) && f.T < op.Ret && f.End+ttl+o.Slack > op.Call {
+			return true
+		}
+	}
+	return false
 }
 
 // dropAt is when a lease with local deadline d may be gone from the
@@ -174,11 +199,14 @@ func (h *History) waiterDuring(op *Op, o Options) bool {
 }
 
 // unknownPrefix returns the operations invoked up to t, those that
-// returned after t turned into operations whose outcome is unknown. If
-// the whole history is linearizable, so is every such prefix: so an
-// illegal prefix is a shorter witness of the same violation.
+// returned after t turned into operations whose outcome is unknown (a
+// grant into a lease nobody knows, counted by the TryAcquires that found
+// the permits taken after its call). If the whole history is
+// linearizable, so is every such prefix: so an illegal prefix is a
+// shorter witness of the same violation.
 func unknownPrefix(ops []porcupine.Operation, t int64) []porcupine.Operation {
 	var out []porcupine.Operation
+	var cut []*mInput // grants cut to an unknown outcome
 	for _, op := range ops {
 		if op.Call > t {
 			break
@@ -186,21 +214,35 @@ func unknownPrefix(ops []porcupine.Operation, t int64) []porcupine.Operation {
 		in := op.Input.(*mInput)
 		if op.Return > t && in.op != nil {
 			c := *in
+			c.cut = true
 			switch in.kind {
 			case mGrant:
-				c.kind = mGhost
+				cut = append(cut, in)
+				continue
 			case mReleaseOK, mReleaseGone, mRefreshLost:
 				c.kind = mReleaseMay
 			case mForce:
 				c.kind = mForceMay
-			case mGhost, mReleaseMay, mForceMay:
+			case mReleaseMay, mForceMay:
 			default: // held, refresh ok: no effect of their own
 				continue
 			}
-			c.cut = true
 			op.Input = &c
 		}
 		out = append(out, op)
+	}
+	for i, op := range out {
+		in := op.Input.(*mInput)
+		if in.kind != mHeld {
+			continue
+		}
+		c := *in
+		for _, g := range cut {
+			if g.call < in.ret {
+				c.ghosts += g.weight
+			}
+		}
+		out[i].Input = &c
 	}
 	return out
 }
@@ -228,10 +270,12 @@ func CheckLinearizable(h *History, o Options, strict bool, dir string, timeout t
 			continue
 		}
 		// Shrink: the shortest illegal prefix, by binary search on calls.
+		// A step that times out counts as legal: the result is then a
+		// longer prefix, never a wrong one.
 		lo, hi := 0, len(ops) // ops[:hi] (as a prefix) is illegal
 		for lo+1 < hi {
 			mid := (lo + hi) / 2
-			if porcupine.CheckOperationsTimeout(model, unknownPrefix(ops, ops[mid-1].Call), timeout) == porcupine.Illegal {
+			if porcupine.CheckOperationsTimeout(model, unknownPrefix(ops, ops[mid-1].Call), min(timeout, 10*time.Second)) == porcupine.Illegal {
 				hi = mid
 			} else {
 				lo = mid

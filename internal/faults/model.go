@@ -17,7 +17,6 @@ type mKind int
 const (
 	mGrant       mKind = iota // an acquire that returned a lease
 	mHeld                     // a TryAcquire that found the permits taken
-	mGhost                    // an acquire whose outcome is unknown: it may have left a lease nobody knows
 	mRefreshOK                // the backend confirmed a renewal
 	mRefreshLost              // a renewal that found the lease gone
 	mReleaseOK                // the backend confirmed a release
@@ -38,19 +37,24 @@ type mInput struct {
 	limit  int64
 	token  uint64
 	call   int64
-	ret    int64    // the real return (ret + slack for an unknown outcome is porcupine's Return only)
-	drop   int64    // grant, refresh ok: the lease may be gone from the backend once an operation returns after this
-	expire int64    // grant, ghost: the lease is surely gone for operations invoked after this
-	queued bool     // held: a waiter may have been queued, which makes TryAcquire fail (FIFO)
-	freed  []string // force: the leases it reported, those the history knows
-	strict bool     // force: the permits stay taken until the old holder's deadline
-	after  int64    // crash, restart: a lease or fence from before may last until this
-	cut    bool     // a shrunk history made its outcome unknown
+	ret    int64 // the real return (porcupine's Return of an operation whose outcome is unknown is later)
+	drop   int64 // grant, refresh ok: the lease may be gone from the backend once an operation returns after this
+	expire int64 // grant: the lease is surely gone for operations invoked after this
+	// held: what else may have kept the permits taken while it ran: a
+	// queued waiter (TryAcquire fails while anyone waits: FIFO), a restart
+	// (its recovery fence, leases whose end was not on disk), or leases
+	// that acquires whose outcome is unknown may have left (their weight)
+	queued, fenced bool
+	ghosts         int64
+	freed          []string // force: the leases it reported, those the history knows
+	strict         bool     // force: the permits stay taken until the old holder's deadline
+	after          int64    // crash, restart: a lease or fence from before may last until this
+	cut            bool     // a shrunk history made its outcome unknown
 }
 
 // mLease is a lease the backend may hold.
 type mLease struct {
-	id     string // "" for a ghost: a lease an unknown acquire may have left
+	id     string
 	w      int64
 	drop   int64 // may be gone for operations that return after this
 	expire int64 // surely gone for operations invoked after this
@@ -61,8 +65,6 @@ type mLease struct {
 type mState struct {
 	leases  []mLease // sorted by mLease.less
 	maxTok  uint64   // the highest token granted
-	residue int64    // permits a crash or restart may keep taken (recovery fence, leases brought back)
-	resTill int64    // … until this time
 	revoked []mLease // force-released leases that a crash may bring back
 }
 
@@ -87,7 +89,7 @@ func (s *mState) clone() *mState {
 }
 
 func (s *mState) used() int64 {
-	n := s.residue
+	var n int64
 	for _, l := range s.leases {
 		n += l.w
 	}
@@ -109,13 +111,13 @@ func (s *mState) add(l mLease) {
 }
 
 func (s *mState) equal(t *mState) bool {
-	return s.maxTok == t.maxTok && s.residue == t.residue && s.resTill == t.resTill &&
+	return s.maxTok == t.maxTok &&
 		slices.Equal(s.leases, t.leases) && slices.Equal(s.revoked, t.revoked)
 }
 
 func (s *mState) hash() uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%d %d %d", s.maxTok, s.residue, s.resTill)
+	fmt.Fprintf(h, "%d", s.maxTok)
 	for _, l := range s.leases {
 		fmt.Fprintf(h, "|%s %d %d %d %t", l.id, l.w, l.drop, l.expire, l.zombie)
 	}
@@ -127,16 +129,11 @@ func (s *mState) String() string {
 	fmt.Fprintf(&b, "max token %d", s.maxTok)
 	for _, l := range s.leases {
 		switch {
-		case l.id == "":
-			fmt.Fprintf(&b, ", ghost w=%d", l.w)
 		case l.zombie:
 			fmt.Fprintf(&b, ", %s w=%d (force-released)", short(l.id), l.w)
 		default:
 			fmt.Fprintf(&b, ", %s w=%d", short(l.id), l.w)
 		}
-	}
-	if s.residue > 0 {
-		fmt.Fprintf(&b, ", %d permits kept by a restart", s.residue)
 	}
 	return b.String()
 }
@@ -148,9 +145,6 @@ func step(s0 *mState, in *mInput) []*mState {
 	// What is surely gone by the time the operation is invoked.
 	s.leases = slices.DeleteFunc(s.leases, func(l mLease) bool { return l.expire < in.call })
 	s.revoked = slices.DeleteFunc(s.revoked, func(l mLease) bool { return l.expire < in.call })
-	if in.call > s.resTill {
-		s.residue = 0
-	}
 	gone := func(l mLease) bool { return l.drop < in.ret } // may be gone at the operation's point
 	switch in.kind {
 	case mGrant:
@@ -160,13 +154,10 @@ func step(s0 *mState, in *mInput) []*mState {
 		s.maxTok = in.token
 		return s.makeRoom(in.weight, in.limit, gone, mLease{id: in.id, w: in.weight, drop: in.drop, expire: in.expire})
 	case mHeld:
-		if in.queued || s.used()+in.weight > in.limit {
+		if in.queued || in.fenced || s.used()+in.ghosts+in.weight > in.limit {
 			return []*mState{s}
 		}
 		return nil
-	case mGhost:
-		s.add(mLease{w: in.weight, drop: -never, expire: in.expire})
-		return []*mState{s}
 	case mRefreshOK:
 		i := s.find(in.id)
 		if i < 0 || s.leases[i].zombie {
@@ -216,7 +207,7 @@ func step(s0 *mState, in *mInput) []*mState {
 }
 
 // makeRoom adds l if its weight fits, dropping what may be gone: one state
-// for each minimal set of leases dropped, the residue dropped last.
+// for each minimal set of leases dropped.
 func (s *mState) makeRoom(w, limit int64, gone func(mLease) bool, l mLease) []*mState {
 	need := s.used() + w - limit
 	if need <= 0 {
@@ -244,8 +235,7 @@ func (s *mState) makeRoom(w, limit int64, gone func(mLease) bool, l mLease) []*m
 				}
 			}
 		}
-		fromRes := max(0, need-freed)
-		if fromRes > s.residue || minW >= 0 && freed-minW+s.residue >= need {
+		if freed < need || freed-minW >= need {
 			continue // not enough, or not minimal
 		}
 		n := s.clone()
@@ -255,7 +245,6 @@ func (s *mState) makeRoom(w, limit int64, gone func(mLease) bool, l mLease) []*m
 				n.leases = append(n.leases, x)
 			}
 		}
-		n.residue -= fromRes
 		n.add(l)
 		out = append(out, n)
 	}
@@ -280,21 +269,21 @@ func (s *mState) force(in *mInput, gone func(mLease) bool) []*mState {
 			} else {
 				s.revoked = append(s.revoked, l)
 			}
-		case l.zombie || l.id == "" || gone(l):
-			// gone before, or a ghost that never was (or was freed unnamed)
+		case l.zombie || gone(l):
+			// gone before
 		default:
 			return nil // a lease the backend should have held and did not report
 		}
 	}
-	s.leases, s.residue = keep, 0
+	s.leases = keep
 	slices.SortFunc(s.revoked, mLease.less)
 	return []*mState{s}
 }
 
 // restart applies a server restart: leases on disk are honoured with a
-// fresh TTL, a recovery fence or leases whose end was not yet on disk may
-// keep permits taken for one TTL, and after a crash a lease granted by a
-// handoff answered before its fsync may be lost (its name is fenced).
+// fresh TTL; after a crash a lease granted by a handoff answered before
+// its fsync may be lost (its name is then fenced: see mInput.fenced), and
+// a force-released lease whose end was not yet on disk may come back.
 func (s *mState) restart(in *mInput) {
 	for i := range s.leases {
 		s.leases[i].expire = max(s.leases[i].expire, in.after)
@@ -310,5 +299,4 @@ func (s *mState) restart(in *mInput) {
 		s.revoked = nil
 	}
 	slices.SortFunc(s.leases, mLease.less)
-	s.residue, s.resTill = in.limit, in.after
 }

@@ -76,13 +76,11 @@ func TestModel(t *testing.T) {
 			mop(0, 0, 10, mInput{kind: mHeld, weight: 1, queued: true}),
 		}},
 		{"held by a lease an unknown acquire may have left", true, []porcupine.Operation{
-			mop(0, 0, 10, mInput{kind: mGhost, weight: 1, expire: 2000}),
-			mop(1, 100, 110, mInput{kind: mHeld, weight: 1}),
+			mop(1, 100, 110, mInput{kind: mHeld, weight: 1, ghosts: 1}),
 			mop(1, 200, 210, grant("b", 2, 1, 1000, far)),
 		}},
-		{"held by that lease after it surely expired", false, []porcupine.Operation{
-			mop(0, 0, 10, mInput{kind: mGhost, weight: 1, expire: 2000}),
-			mop(1, 2100, 2110, mInput{kind: mHeld, weight: 1}),
+		{"held by a restart's fence", true, []porcupine.Operation{
+			mop(1, 100, 110, mInput{kind: mHeld, weight: 1, fenced: true}),
 		}},
 		{"held by a lease after it surely expired", false, []porcupine.Operation{
 			mop(0, 0, 10, grant("a", 1, 1, 800, 2000)),
@@ -142,15 +140,10 @@ func TestModel(t *testing.T) {
 			mop(3, 120, 400, mInput{kind: mCrash, after: 1600}),
 			mop(0, 500, 510, mInput{kind: mRefreshOK, id: "a", drop: 1300}),
 		}},
-		{"a crash may lose a lease, and fences the name", true, []porcupine.Operation{
+		{"a crash may lose a lease", true, []porcupine.Operation{
 			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
 			mop(3, 120, 400, mInput{kind: mCrash, after: 1600}),
 			mop(0, 500, 510, mInput{kind: mRefreshLost, id: "a"}),
-			mop(1, 600, 610, mInput{kind: mHeld, weight: 1}),
-		}},
-		{"the fence of a crash ends", false, []porcupine.Operation{
-			mop(3, 120, 400, mInput{kind: mCrash, after: 1600}),
-			mop(1, 1700, 1710, mInput{kind: mHeld, weight: 1}),
 		}},
 		{"a restart keeps leases", false, []porcupine.Operation{
 			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
