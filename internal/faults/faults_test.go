@@ -44,7 +44,7 @@ func TestFaults(t *testing.T) {
 // configFromEnv is the quick mode, or the long mode that
 // SEMA_FAULTS_DURATION asks for (see the package documentation).
 func configFromEnv(t *testing.T) runConfig {
-	cfg := runConfig{dur: 12 * time.Second, ttl: time.Second, workers: 5, faultEvery: 600 * time.Millisecond,
+	cfg := runConfig{dur: 12 * time.Second, ttl: time.Second, workers: 5, faultEvery: 400 * time.Millisecond,
 		seed: uint64(time.Now().UnixNano())}
 	if s := os.Getenv("SEMA_FAULTS_DURATION"); s != "" {
 		d, err := time.ParseDuration(s)

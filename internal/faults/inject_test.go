@@ -2,6 +2,7 @@ package faults
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/testenv"
 )
 
@@ -18,7 +20,7 @@ import (
 // cfg.faultEvery.
 func (r *run) inject(deadline time.Time) {
 	var cycle []FaultKind
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && !r.broken {
 		if len(cycle) == 0 {
 			cycle = append(cycle, r.eng.faults...)
 			for i := len(cycle) - 1; i > 0; i-- {
@@ -56,11 +58,17 @@ func (r *run) injectOne(k FaultKind) bool {
 		if name == "" {
 			return false
 		}
-		r.force(name)
+		r.bg.Add(1)
+		go func() { // the command takes a while to start: faults go on meanwhile
+			defer r.bg.Done()
+			r.force(name)
+		}()
 	case FaultCrash, FaultTerm:
 		t := Now()
 		if err := r.tgt.restart(k == FaultCrash); err != nil {
-			r.t.Fatalf("%s: %v", k, err)
+			// Say so, stop injecting, and check what was recorded.
+			r.t.Errorf("%s: %v", k, err)
+			r.broken = true
 		}
 		r.fault(Fault{Kind: k, T: t, End: Now()})
 	case FaultReset:
@@ -187,13 +195,46 @@ func (r *run) stop(p *proc) bool {
 	return true
 }
 
-// released matches the lines of `sema release --force`.
-var released = regexp.MustCompile(`(?m)^released ".*" lease (\S+) \(owner .*, token (\d+), weight (\d+),`)
-
-// force runs `sema release --force NAME` as an operator would.
+// force force-releases every holder of name, as an operator would: half
+// the time with `sema release --force NAME`, half the time through the
+// library's Client.ForceRelease (what the command calls), whose call the
+// history can place more precisely than a process's start.
 func (r *run) force(name string) {
 	op := &Op{Type: OpForce, Name: name, Limit: limitOf(name), Call: Now()}
-	cmd := exec.Command(testenv.SemaBinary(r.t), "release", "--force", "--backend", r.tgt.adminURL, name)
+	if r.intn(2) == 0 {
+		r.forceCommand(op)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*r.cfg.ttl)
+		hs, err := r.admin.ForceRelease(ctx, name, "")
+		cancel()
+		op.Ret = Now()
+		switch {
+		case err == nil:
+			op.Res = ResOK
+		case errors.Is(err, sema.ErrNotHeld):
+			op.Res = ResNotHeld
+		default:
+			op.Res, op.Err = ResUnknown, err.Error()
+		}
+		for _, h := range hs {
+			op.Seen = append(op.Seen, Seen{ID: h.ID, Token: h.Token, Weight: h.Weight})
+		}
+	}
+	r.addOp(op)
+	r.fault(Fault{Kind: FaultForce, T: op.Call, End: op.Ret, Note: name})
+	// Look again, as an operator checking that it took effect would:
+	// after the old holders' next renewals, which must have failed.
+	for range 2 {
+		time.Sleep(r.cfg.ttl / 3)
+		r.describe(name)
+	}
+}
+
+// released matches the lines of `sema release --force`.
+var released = regexp.MustCompile(`(?m)^released ".*" lease (\S*) \(owner .*, token (\d+), weight (\d+),`)
+
+func (r *run) forceCommand(op *Op) {
+	cmd := exec.Command(testenv.SemaBinary(r.t), "release", "--force", "--backend", r.tgt.adminURL, op.Name)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -213,6 +254,4 @@ func (r *run) force(name string) {
 		op.Res = ResUnknown
 		op.Err = fmt.Sprintf("%v: %s%s", err, stdout.Bytes(), stderr.Bytes())
 	}
-	r.addOp(op)
-	r.fault(Fault{Kind: FaultForce, T: op.Call, End: op.Ret, Note: name})
 }

@@ -109,10 +109,13 @@ func (j *Journal) NextOp() int64 {
 	return j.op
 }
 
-// Add writes r.
+// Add writes r; after Close it does nothing.
 func (j *Journal) Add(r Rec) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.f == nil {
+		return
+	}
 	j.buf.Reset()
 	_ = json.NewEncoder(&j.buf).Encode(&r) // a Rec always encodes
 	if _, err := j.f.Write(j.buf.Bytes()); err != nil {
@@ -122,7 +125,13 @@ func (j *Journal) Add(r Rec) {
 }
 
 // Close closes the file.
-func (j *Journal) Close() error { return j.f.Close() }
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	f := j.f
+	j.f = nil
+	return f.Close()
+}
 
 // ReadJournal reads the records of a journal. A last line cut short by a
 // kill is dropped; any other bad line is an error.

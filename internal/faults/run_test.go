@@ -49,6 +49,7 @@ type run struct {
 	admin  *sema.Client
 	start  int64
 	bg     sync.WaitGroup // fault goroutines (continued stops, ended pauses)
+	broken bool           // the engine did not come back from a restart
 
 	mu     sync.Mutex
 	rng    *rand.Rand
