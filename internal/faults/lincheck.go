@@ -93,10 +93,17 @@ func (h *History) modelOps(name string, o Options, strict bool) []porcupine.Oper
 			in.kind = mRefreshLost
 		case op.Type == OpRelease && op.Res == ResOK:
 			in.kind = mReleaseOK
+		case op.Type == OpRelease && op.Res == ResNotHeld && h.brokenDuring(op):
+			// The library sends a request again when the connection broke
+			// before its answer came: if the first one took effect, the
+			// release reports the lease gone although it was there.
+			unknown(mReleaseMay)
 		case op.Type == OpRelease && op.Res == ResNotHeld:
 			in.kind = mReleaseGone
 		case op.Type == OpRelease && op.Res == ResUnknown:
 			unknown(mReleaseMay)
+		case op.Type == OpForce && op.Res == ResNotHeld && h.brokenDuring(op):
+			unknown(mForceMay)
 		case op.Type == OpForce && (op.Res == ResOK || op.Res == ResNotHeld):
 			in.kind, in.strict = mForce, strict
 			for _, s := range op.Seen {
@@ -122,6 +129,20 @@ func (h *History) modelOps(name string, o Options, strict bool) []porcupine.Oper
 	}
 	slices.SortStableFunc(out, func(a, b porcupine.Operation) int { return cmpInt(a.Call, b.Call) })
 	return out
+}
+
+// brokenDuring reports whether a connection was reset or paused, or the
+// server restarted, while op ran.
+func (h *History) brokenDuring(op *Op) bool {
+	for _, f := range h.Faults {
+		switch f.Kind {
+		case FaultReset, FaultStall, FaultNoRead, FaultCrash, FaultTerm:
+			if f.T <= op.Ret && f.End >= op.Call {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // restartDuring reports whether op ran while a server restart may have
