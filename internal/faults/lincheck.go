@@ -290,19 +290,26 @@ func CheckLinearizable(h *History, o Options, strict bool, dir string, timeout t
 				"%q: the checker gave up after %v on %d operations: no verdict (a failure, not a pass)", name, timeout, len(ops))})
 			continue
 		}
-		// Shrink: the shortest illegal prefix, by binary search on calls.
+		// Shrink: the shortest illegal prefix, by binary search on the
+		// cut time (at the last return, nothing is cut: the whole history).
 		// A step that times out counts as legal: the result is then a
 		// longer prefix, never a wrong one.
-		lo, hi := 0, len(ops) // ops[:hi] (as a prefix) is illegal
+		var cuts []int64
+		for _, op := range ops {
+			cuts = append(cuts, op.Return)
+		}
+		slices.Sort(cuts)
+		cuts = slices.Compact(cuts)
+		lo, hi := -1, len(cuts)-1 // the prefix cut at cuts[hi] is illegal
 		for lo+1 < hi {
 			mid := (lo + hi) / 2
-			if porcupine.CheckOperationsTimeout(model, unknownPrefix(ops, ops[mid-1].Call), min(timeout, 10*time.Second)) == porcupine.Illegal {
+			if porcupine.CheckOperationsTimeout(model, unknownPrefix(ops, cuts[mid]), min(timeout, 10*time.Second)) == porcupine.Illegal {
 				hi = mid
 			} else {
 				lo = mid
 			}
 		}
-		short := unknownPrefix(ops, ops[hi-1].Call)
+		short := unknownPrefix(ops, cuts[hi])
 		_, info := porcupine.CheckOperationsVerbose(model, short, timeout)
 		var anns []porcupine.Annotation
 		for _, f := range h.Faults {
@@ -323,7 +330,7 @@ func CheckLinearizable(h *History, o Options, strict bool, dir string, timeout t
 			desc := model.DescribeOperation(in, nil)
 			fmt.Fprintf(&b, "\n  [+%s, +%s] %s", dur(op.Call-h.Start), dur(op.Return-h.Start), desc)
 		}
-		out = append(out, Violation{"linearizability", name, short[len(short)-1].Call, b.String()})
+		out = append(out, Violation{"linearizability", name, cuts[hi], b.String()})
 	}
 	return out
 }
