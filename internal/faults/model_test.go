@@ -163,8 +163,10 @@ func TestModel(t *testing.T) {
 			// Every prefix of a legal history, cut as the shrinker cuts it,
 			// is legal too.
 			for _, op := range tc.ops {
-				if r := porcupine.CheckOperations(model, unknownPrefix(tc.ops, op.Call)); !r {
-					t.Fatalf("the prefix up to %d ms is not legal", op.Call/1e6)
+				for _, cut := range []int64{op.Call, op.Return} {
+					if !porcupine.CheckOperations(model, unknownPrefix(tc.ops, cut)) {
+						t.Fatalf("the prefix cut at %d ms is not legal", cut/1e6)
+					}
 				}
 			}
 		})
