@@ -195,7 +195,7 @@ func CheckFencing(h *History, o Options) ([]Violation, FencingStats) {
 			case u.OK && top != nil && u.Token < top.Token:
 				out = append(out, Violation{"fencing", name, u.T, fmt.Sprintf("%q: the resource accepted token %d after token %d:\n  %s\n  %s",
 					name, u.Token, top.Token, h.Leases[top.ID].timeline(h, o), l.timeline(h, o))})
-			case !u.OK && u.T <= end:
+			case !u.OK && u.T <= end && top != nil:
 				out = append(out, Violation{"fencing", name, u.T, fmt.Sprintf(
 					"%q: a write at +%s by a holder that believed its lease valid was rejected (token %d; the resource had accepted %d):\n  %s\n  %s",
 					name, dur(u.T-h.Start), u.Token, top.Token, l.timeline(h, o), h.Leases[top.ID].timeline(h, o))})

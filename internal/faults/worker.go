@@ -151,7 +151,7 @@ func (w *worker) acquire(ctx context.Context, name string, limit, weight int64, 
 	} else {
 		l, err = sem.Acquire(actx, opts...)
 	}
-	r := Rec{K: "ret", Op: op, T: Now()}
+	r := Rec{T: Now()}
 	var held *sema.HeldError
 	switch {
 	case err == nil:
@@ -163,11 +163,17 @@ func (w *worker) acquire(ctx context.Context, name string, limit, weight int64, 
 	default:
 		r.Res = ResUnknown
 	}
+	w.ret(op, r, err)
+	return l
+}
+
+// ret journals the completion of operation op: r with its error.
+func (w *worker) ret(op int64, r Rec, err error) {
+	r.K, r.Op = "ret", op
 	if err != nil {
 		r.Err = err.Error()
 	}
 	w.j.Add(r)
-	return l
 }
 
 // hold keeps the lease for a while: it writes to the resource at once and
@@ -236,7 +242,7 @@ func (w *worker) refresh(l *sema.Lease) {
 	t := Now()
 	w.j.Add(Rec{K: "inv", Op: op, T: t, Type: OpRefresh, Name: l.Name(), ID: l.ID()})
 	err := l.Refresh(context.Background())
-	r := Rec{K: "ret", Op: op, T: Now()}
+	r := Rec{T: Now()}
 	switch {
 	case err == nil:
 		r.Res, r.Deadline = ResOK, t+w.ttl-w.margin
@@ -245,10 +251,7 @@ func (w *worker) refresh(l *sema.Lease) {
 	default:
 		r.Res = ResUnknown
 	}
-	if err != nil {
-		r.Err = err.Error()
-	}
-	w.j.Add(r)
+	w.ret(op, r, err)
 }
 
 func (w *worker) release(l *sema.Lease) {
@@ -256,7 +259,7 @@ func (w *worker) release(l *sema.Lease) {
 	ended := l.Err() != nil
 	w.j.Add(Rec{K: "inv", Op: op, T: Now(), Type: OpRelease, Name: l.Name(), ID: l.ID()})
 	err := l.Release(context.Background())
-	r := Rec{K: "ret", Op: op, T: Now()}
+	r := Rec{T: Now()}
 	switch {
 	case err == nil:
 		r.Res = ResOK
@@ -267,8 +270,5 @@ func (w *worker) release(l *sema.Lease) {
 	default:
 		r.Res = ResUnknown
 	}
-	if err != nil {
-		r.Err = err.Error()
-	}
-	w.j.Add(r)
+	w.ret(op, r, err)
 }
