@@ -2,7 +2,10 @@ package faults
 
 import (
 	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/testenv"
@@ -19,6 +22,9 @@ type engine struct {
 	faults []FaultKind
 	// freesOnDeath: a killed holder's permits are free at once.
 	freesOnDeath bool
+	// ttl of the leases, if the run's default (1 s) is below what the
+	// backend accepts.
+	ttl time.Duration
 	// need is what the backend must declare for these faults to apply.
 	need func(g sema.Guarantees) bool
 }
@@ -71,11 +77,23 @@ func startFile(t *testing.T, r *run) target {
 }
 
 func startServe(t *testing.T, r *run) target {
-	s := testenv.StartSemaServer(t, "--log-level", "warn")
+	s := testenv.StartSemaServer(t, "--log-level", "info")
+	t.Cleanup(func() { keepLog(t, s.Log, filepath.Join(r.dir, "serve.log")) })
 	p, err := NewProxy(s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
 	return target{workerURL: "http://" + p.Addr(), adminURL: s.URL(), proxy: p, restart: s.Restart}
+}
+
+// keepLog copies an engine's log into the run's directory.
+func keepLog(t *testing.T, from, to string) {
+	b, err := os.ReadFile(from)
+	if err == nil {
+		err = os.WriteFile(to, b, 0o644)
+	}
+	if err != nil {
+		t.Logf("keeping %s: %v", from, err)
+	}
 }

@@ -71,6 +71,9 @@ func configFromEnv(t *testing.T) runConfig {
 }
 
 func runEngine(t *testing.T, eng engine, cfg runConfig) {
+	if eng.ttl > 0 {
+		cfg.ttl = eng.ttl
+	}
 	dir, err := os.MkdirTemp("", "sema-faults-"+eng.name+"-")
 	if err != nil {
 		t.Fatal(err)

@@ -72,9 +72,12 @@ func (r *run) injectOne(k FaultKind) bool {
 		}
 		r.fault(Fault{Kind: k, T: t, End: Now()})
 	case FaultReset:
+		// From before the first reset to after the last: a call answered
+		// in between may have had its answer cut.
 		t := Now()
 		if r.intn(4) == 0 {
-			r.fault(Fault{Kind: k, T: t, End: t, Note: strconv.Itoa(r.tgt.proxy.ResetAll()) + " connections"})
+			n := r.tgt.proxy.ResetAll()
+			r.fault(Fault{Kind: k, T: t, End: Now(), Note: strconv.Itoa(n) + " connections"})
 			return true
 		}
 		r.mu.Lock()
@@ -83,19 +86,19 @@ func (r *run) injectOne(k FaultKind) bool {
 		if !ok {
 			return false
 		}
-		r.fault(Fault{Kind: k, T: t, End: t})
+		r.fault(Fault{Kind: k, T: t, End: Now()})
 	case FaultStall, FaultNoRead:
 		dir := Both
 		if k == FaultNoRead {
 			dir = Down
 		}
+		t := Now()
 		r.mu.Lock()
 		end := r.tgt.proxy.Pause(r.rng, dir)
 		r.mu.Unlock()
 		if end == nil {
 			return false
 		}
-		t := Now()
 		d := r.between(r.cfg.ttl/4, r.cfg.maxPause())
 		doReset := r.intn(2) == 0
 		r.bg.Add(1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -216,7 +217,12 @@ func (r *run) openAdmin() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.admin = sema.New(b)
+	logf, err := os.Create(filepath.Join(r.dir, "harness.log"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { logf.Close() })
+	r.admin = sema.New(b, sema.WithLogger(slog.New(slog.NewTextHandler(logf, nil)))) // its audit lines
 	r.t.Cleanup(func() { r.admin.Close() })
 	if g := r.admin.Guarantees(); !r.eng.need(g) {
 		r.t.Fatalf("%s declares %+v: the faults the harness injects on it assume more", r.eng.name, g)
