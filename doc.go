@@ -18,7 +18,8 @@
 // Every backend in this module keeps the same contract, checked by the
 // conformance suite in package backendtest:
 //
-//   - Names are 1–255 bytes of UTF-8 without control characters and never
+//   - Names are 1–255 bytes of UTF-8 without control characters or
+//     invisible format characters (bidi overrides, zero-width) and never
 //     become paths or queries unescaped ([ErrInvalidName]).
 //   - Safety: at every instant the weights of a name's live leases sum to at
 //     most its limit. Holders of a name agree on the limit

@@ -28,7 +28,7 @@ var (
 	ErrLimitMismatch = errors.New("sema: limit mismatch")
 
 	// ErrInvalidName means a name is empty, longer than [MaxNameLen] bytes,
-	// not UTF-8 or contains control characters.
+	// not UTF-8, or contains control or invisible format characters.
 	ErrInvalidName = errors.New("sema: invalid name")
 
 	// ErrInvalidArgument means a limit, weight, TTL, owner label or other

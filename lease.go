@@ -210,8 +210,12 @@ func (l *Lease) endLocked(reason error) {
 // the client's release timeout, so a cancelled caller does not leave the
 // permits held until the TTL. It is idempotent: later calls return the first
 // result. It returns nil if the lease was held until released, or an error
-// wrapping ErrLeaseLost if it had been lost before.
+// wrapping ErrLeaseLost if it had been lost before. Releasing a nil lease
+// (one that was never acquired) returns an error wrapping ErrNotHeld.
 func (l *Lease) Release(ctx context.Context) error {
+	if l == nil {
+		return fmt.Errorf("sema: release of a nil lease: %w", ErrNotHeld)
+	}
 	// No defers here: with them the compiler would not open-code any, and
 	// this is the hot path of every lease.
 	l.mu.Lock()

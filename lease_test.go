@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/mem"
@@ -214,8 +215,46 @@ func TestHeldErrorMessage(t *testing.T) {
 	}
 }
 
+// Names that would look like other names in a listing are refused: bidi
+// overrides and zero-width characters, wherever they stand.
+func TestNameFormatCharacters(t *testing.T) {
+	for _, name := range []string{"ad\u202emin", "admin\u200b", "\u200dx", "a\u2066b\u2069", "\ufeffname", "soft\u00adhyphen"} {
+		if err := sema.ValidateName(name); !errors.Is(err, sema.ErrInvalidName) {
+			t.Errorf("ValidateName(%q) = %v, want ErrInvalidName", name, err)
+		}
+		r := sema.Request{Name: name, ID: "abc", Limit: 1, Weight: 1, TTL: time.Second}
+		if err := r.Validate(); !errors.Is(err, sema.ErrInvalidName) {
+			t.Errorf("Request{Name: %q}.Validate() = %v, want ErrInvalidName", name, err)
+		}
+	}
+	for _, name := range []string{"jobs/nightly", "café", "日本語", "emoji-🔒"} {
+		if err := sema.ValidateName(name); err != nil {
+			t.Errorf("ValidateName(%q) = %v", name, err)
+		}
+	}
+}
+
+// A process ID is bounded like every other field: the largest one a
+// backend must store is MaxPID.
+func TestRequestPIDBounds(t *testing.T) {
+	for pid, ok := range map[int]bool{0: true, 1: true, sema.MaxPID: true, sema.MaxPID + 1: false, -1: false, 1 << 40: false} {
+		r := sema.Request{Name: "n", ID: "abc", Limit: 1, Weight: 1, TTL: time.Second, PID: pid}
+		if err := r.Validate(); (err == nil) != ok || err != nil && !errors.Is(err, sema.ErrInvalidArgument) {
+			t.Errorf("PID %d: Validate() = %v, want ok=%v", pid, err, ok)
+		}
+	}
+}
+
+// Releasing a lease that was never acquired is an error, not a panic.
+func TestReleaseNilLease(t *testing.T) {
+	var l *sema.Lease
+	if err := l.Release(context.Background()); !errors.Is(err, sema.ErrNotHeld) {
+		t.Fatalf("(*Lease)(nil).Release = %v, want ErrNotHeld", err)
+	}
+}
+
 func FuzzValidateName(f *testing.F) {
-	for _, s := range []string{"a", "", "a/b", "../../etc/passwd", "\x00", "é", "\xff", "a\u0085b", string(make([]byte, 256))} {
+	for _, s := range []string{"a", "", "a/b", "../../etc/passwd", "\x00", "é", "\xff", "a\u0085b", "a\u202eb", string(make([]byte, 256))} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
@@ -230,6 +269,9 @@ func FuzzValidateName(f *testing.F) {
 			for _, r := range name {
 				if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0xfffd {
 					t.Fatalf("accepted control or invalid rune %U in %q", r, name)
+				}
+				if unicode.Is(unicode.Cf, r) {
+					t.Fatalf("accepted format character %U in %q", r, name)
 				}
 			}
 		}

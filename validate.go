@@ -15,11 +15,14 @@ const (
 	MaxLimit    = 1 << 30 // permits per name
 	MinTTL      = 100 * time.Millisecond
 	MaxTTL      = 24 * time.Hour
-	MaxIDLen    = 64 // bytes of a lease ID
+	MaxIDLen    = 64        // bytes of a lease ID
+	MaxPID      = 1<<31 - 1 // the largest process ID a request may carry
 )
 
 // ValidateName reports whether name is usable: 1–255 bytes of UTF-8 without
-// control characters. The error wraps [ErrInvalidName].
+// control characters and without Unicode format characters (bidi overrides,
+// zero-width characters), which would let one name pose as another in
+// listings and logs. The error wraps [ErrInvalidName].
 func ValidateName(name string) error {
 	switch {
 	case name == "":
@@ -30,7 +33,26 @@ func ValidateName(name string) error {
 	if err := checkText(name); err != nil {
 		return fmt.Errorf("%w: %q %s", ErrInvalidName, name, err)
 	}
+	if r, ok := formatChar(name); ok {
+		return fmt.Errorf("%w: %q contains the invisible format character %U", ErrInvalidName, name, r)
+	}
 	return nil
+}
+
+// formatChar returns the first Unicode format character (category Cf) of
+// s, if any. ASCII has none.
+func formatChar(s string) (rune, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			for _, r := range s[i:] {
+				if unicode.Is(unicode.Cf, r) {
+					return r, true
+				}
+			}
+			return 0, false
+		}
+	}
+	return 0, false
 }
 
 // validateOwner checks an owner label: ≤ 255 bytes of UTF-8 without control
@@ -193,8 +215,8 @@ func (r *Request) ValidateTerms() error {
 	if r.Owner == r.ID {
 		return fmt.Errorf("%w: owner label equals the lease id", ErrInvalidArgument)
 	}
-	if r.PID < 0 {
-		return fmt.Errorf("%w: negative pid", ErrInvalidArgument)
+	if r.PID < 0 || r.PID > MaxPID {
+		return fmt.Errorf("%w: pid %d out of range [0, %d]", ErrInvalidArgument, r.PID, MaxPID)
 	}
 	return nil
 }

@@ -25,8 +25,3 @@ go vet ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 25m "$@" ./...
 
-# Under -race, internal/rawio makes its system calls through package
-# syscall (which tells the detector about them): the packages that use it
-# run once more without -race, so that the raw calls are tested too.
-echo "== go test (no -race): the packages with raw system calls"
-go test -count=1 -timeout 10m "$@" ./internal/rawio ./internal/server ./backend/remote ./internal/cli

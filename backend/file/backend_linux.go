@@ -26,6 +26,8 @@ type Backend struct {
 
 	sweepMu  sync.Mutex   // held by a sweep until its files are closed; before mu
 	slotHint atomic.Int64 // the liveness slot last taken (see takeSlot)
+	ring     ringer       // rings other processes' doorbells
+	wakes    atomic.Int64 // wake-ups by another process: rings and close events received, for tests
 
 	mu      sync.Mutex
 	names   map[string]*nameFile
@@ -85,7 +87,8 @@ func (b *Backend) Dir() string { return b.dir }
 func (b *Backend) Guarantees() sema.Guarantees {
 	return sema.Guarantees{
 		Scope: sema.ScopeHost, FIFO: true, Linearizable: true, DurableFencing: true,
-		Wakeup: "in-process hand-off; inotify (IN_MODIFY, IN_CLOSE_WRITE) on the name's file across processes; a timer at the earliest expiry",
+		Wakeup: "in-process hand-off; across processes, a grant rings the granted process's doorbell (a unix datagram socket), " +
+			"and a process's death (IN_CLOSE_WRITE on the name's file) wakes the one queued behind it; a timer at the earliest expiry",
 		Notes: "one host, no daemon; expiry by the host's wall clock; a dead holder frees its permits at once " +
 			"(kernel OFD locks), a hung one at its TTL",
 	}
@@ -112,11 +115,15 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 	var errs []error
 	for _, nf := range names {
+		if nf.bell != nil { // before the slot goes with the file
+			errs = append(errs, nf.bell.f.Close())
+		}
 		errs = append(errs, nf.f.Close())
 	}
 	if w != nil {
 		errs = append(errs, w.close())
 	}
+	errs = append(errs, b.ring.close())
 	return errors.Join(errs...)
 }
 

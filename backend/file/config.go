@@ -19,15 +19,16 @@ const (
 // defaults below.
 type Config struct {
 	// Recheck bounds how long a waiter goes without re-reading its name's
-	// state when no event arrives. Events (an in-process hand-off, inotify
-	// on the name's file, a timer at the earliest lease expiry) do the real
-	// work; this is only the guard against a lost event. Default 1s; range
-	// [10ms, 1m].
+	// state when no event arrives. Events (an in-process hand-off, a ring
+	// of its doorbell, a death seen by inotify, a timer at the earliest
+	// lease expiry) do the real work; this is only the guard against a lost
+	// event. Default 1s; range [10ms, 1m].
 	Recheck time.Duration
 
-	// Poll is the re-read interval used instead of inotify when a watch on
-	// a name's file cannot be added (for example fs.inotify.max_user_watches
-	// is exhausted). Default 20ms; range [1ms, Recheck].
+	// Poll is the re-read interval used instead of events when a waiter's
+	// doorbell cannot be bound, or a watch on a name's file cannot be added
+	// (for example fs.inotify.max_user_watches is exhausted). Default 20ms;
+	// range [1ms, Recheck].
 	Poll time.Duration
 
 	// IdleClose is how long a name's file stays open after this backend's

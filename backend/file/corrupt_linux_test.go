@@ -39,7 +39,7 @@ func TestNamesNeverBecomePaths(t *testing.T) {
 	defer b.Close()
 	c := sema.New(b)
 	names := []string{"../../etc/passwd", "a/b", "/abs", ".", "..", "~", "name with spaces",
-		strings.Repeat("é", 127) + "x", "\u202eevil", "C:\\x", "a\\..\\b"}
+		strings.Repeat("é", 127) + "x", "\u00e9vil \u2603", "C:\\x", "a\\..\\b"}
 	var leases []*sema.Lease
 	for _, n := range names {
 		l, err := c.Mutex(n).TryAcquire(ctx(t, 5*time.Second))

@@ -6,13 +6,17 @@ import (
 
 // decodeState decodes and validates a payload. Anything a correct writer
 // cannot produce is errCorrupt: the caller then repairs the file rather than
-// trusting it.
-func decodeState(p []byte) (*state, error) {
-	r := &reader{b: p}
+// trusting it. in (nil for none) spares the work on strings seen before.
+func decodeState(p []byte, in *interner) (*state, error) {
+	r := &reader{b: p, in: in}
 	st := &state{}
-	st.Name = string(r.take(int(r.u8())))
-	if r.err == nil && sema.ValidateName(st.Name) != nil {
-		r.fail("bad name %q", st.Name)
+	if b := r.take(int(r.u8())); in != nil && in.name != "" && string(b) == in.name {
+		st.Name = in.name
+	} else {
+		st.Name = string(b)
+		if r.err == nil && sema.ValidateName(st.Name) != nil {
+			r.fail("bad name %q", st.Name)
+		}
 	}
 	st.Limit = r.i64()
 	st.Token = r.u64()
@@ -21,12 +25,24 @@ func decodeState(p []byte) (*state, error) {
 	if r.err == nil && (st.Limit < 0 || st.Limit > sema.MaxLimit) {
 		r.fail("limit %d out of range", st.Limit)
 	}
-	ids := make(map[string]bool)
-	for range r.count(minHolder) {
-		st.Holders = append(st.Holders, readHolder(r, st, ids))
+	var ids map[string]bool
+	if in != nil {
+		ids = in.seen
+		defer in.done()
+	} else {
+		ids = make(map[string]bool)
 	}
-	for range r.count(minWaiter) {
-		st.Waiters = append(st.Waiters, readWaiter(r, st, ids))
+	if n := r.count(minHolder); n > 0 {
+		st.Holders = make([]holderRec, 0, n)
+		for range n {
+			st.Holders = append(st.Holders, readHolder(r, st, ids))
+		}
+	}
+	if n := r.count(minWaiter); n > 0 {
+		st.Waiters = make([]waiterRec, 0, n)
+		for range n {
+			st.Waiters = append(st.Waiters, readWaiter(r, st, ids))
+		}
 	}
 	n := r.count(minRevoked)
 	if r.err == nil && n > maxRevoked {

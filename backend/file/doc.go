@@ -15,11 +15,25 @@
 // a liveness slot: an open file description (OFD) lock on one byte of it.
 // Every entry it writes names that slot. The kernel drops the lock when the
 // process dies, however it dies (kill -9 included), and closing its
-// descriptor raises an inotify IN_CLOSE_WRITE event: waiters reap the dead
-// entries and the permits pass on at once, long before the TTL. A process
-// that is alive but hung (SIGSTOP, a stuck syscall) keeps its slot, so its
-// leases end only at their TTL: an entry is dropped when its expiry passes,
-// whatever its slot.
+// descriptor raises an inotify IN_CLOSE_WRITE event: the waiter queued just
+// behind the dead process drops its entries and the permits pass on at
+// once, long before the TTL. A process that is alive but hung (SIGSTOP, a
+// stuck syscall) keeps its slot, so its leases end only at their TTL: an
+// entry is dropped when its expiry passes, whatever its slot.
+//
+// Hand-off between processes goes through the kernel to the one process it
+// serves. A process that waits for a name binds a doorbell: an abstract
+// unix datagram socket whose address is made of the state file's inode and
+// its liveness slot, so that it needs no entry of its own. The step that
+// grants a waiter (a release, a death, an expiry) writes the state, then
+// rings the doorbell of the granted waiter's process with the grant as
+// written; that process hands it to its Acquire without taking the state
+// lock. No other process is woken: a write of the state wakes nobody. A
+// doorbell was chosen over the other kernel primitives because the Go
+// runtime's poller waits on it without a thread per waiting name (a
+// byte-range lock or a futex would block one thread each), it needs no
+// file in the directory (a FIFO would be left behind by a killed process),
+// and the kernel frees it when its process dies.
 //
 // # Guarantees
 //
@@ -32,12 +46,16 @@
 //     overtakes an earlier one; TryAcquire fails while anyone is queued.
 //     A release hands the permits to the queue head in the same step.
 //   - Wake-up by events, not by polling: a waiter in the releasing backend
-//     gets its grant through a channel. Waiters in other processes are woken
-//     by inotify: IN_MODIFY when the file is written, IN_CLOSE_WRITE when a
-//     process closes it or dies. A timer fires at the earliest lease expiry.
-//     Config.Recheck (default 1s) bounds the wait if an event is lost.
-//     Config.Poll (default 20ms) replaces inotify only when a watch cannot
-//     be added.
+//     gets its grant through a channel; a waiter in another process through
+//     its doorbell, rung by the step that granted it (and only its process
+//     is woken; for a semaphore, only the processes of the waiters the
+//     release serves). The death of a process (IN_CLOSE_WRITE) wakes the
+//     waiters, which look at the liveness of the processes they wait
+//     behind only; the one just behind a dead one reads the state. A timer
+//     fires at the earliest lease expiry. Config.Recheck (default 1s)
+//     bounds the wait if an event is lost. Config.Poll (default 20ms)
+//     replaces the events only when a doorbell cannot be bound or an
+//     inotify watch added.
 //   - Fencing tokens are strictly increasing per name and stored in the
 //     file: they never go back, also after every process exited. If the
 //     counter may have been lost (a damaged file, or a write from before the
@@ -57,9 +75,14 @@
 //
 // # Caveats
 //
-//   - Linux only (OFD locks, inotify). Other platforms compile, and Open
-//     returns errors.ErrUnsupported. Network file systems (NFS, SMB) are
-//     refused.
+//   - Linux only (OFD locks, inotify, abstract unix sockets). Other
+//     platforms compile, and Open returns errors.ErrUnsupported. Network
+//     file systems (NFS, SMB) are refused.
+//   - Doorbells live in the network namespace of their process: processes
+//     in different network namespaces (containers with their own network)
+//     that share a directory do not hear each other's rings, and such a
+//     waiter is served by its re-check (Config.Recheck) or its timer at a
+//     lease's expiry.
 //   - A step of the wall clock changes every lease's remaining time; the
 //     core's monotonic deadline still ends a lease on the holder's side
 //     first.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -32,7 +33,10 @@ const (
 	maxPayload    = 1<<20 - headerSize
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is made on first use: building its tables costs more than
+// starting a small process, and most runs of the sema command that link
+// this package never read a state file.
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // errCorrupt marks a record that fails validation.
 var errCorrupt = errors.New("corrupt record")
@@ -89,7 +93,8 @@ func allZero(b []byte) bool {
 
 // checksum is the CRC of a record: header bytes 4..20, then the payload.
 func checksum(hdr, payload []byte) uint32 {
-	return crc32.Update(crc32.Checksum(hdr[4:20], castagnoli), castagnoli, payload)
+	t := castagnoli()
+	return crc32.Update(crc32.Checksum(hdr[4:20], t), t, payload)
 }
 
 // appendRecord appends the record of st with generation gen to buf.
@@ -112,8 +117,9 @@ func appendRecord(buf []byte, gen uint64, st *state) ([]byte, error) {
 	return buf, nil
 }
 
-// decodeRecord checks and decodes a whole record (header and payload).
-func decodeRecord(rec []byte) (header, *state, error) {
+// decodeRecord checks and decodes a whole record (header and payload),
+// with the strings in kept from the last one (nil: none).
+func decodeRecord(rec []byte, in *interner) (header, *state, error) {
 	h, kind := parseHeader(rec)
 	if kind != hdrValid {
 		return h, nil, fmt.Errorf("%w: bad header", errCorrupt)
@@ -125,7 +131,7 @@ func decodeRecord(rec []byte) (header, *state, error) {
 	if checksum(rec, payload) != h.crc {
 		return h, nil, fmt.Errorf("%w: checksum mismatch", errCorrupt)
 	}
-	st, err := decodeState(payload)
+	st, err := decodeState(payload, in)
 	return h, st, err
 }
 
@@ -200,6 +206,7 @@ const (
 type reader struct {
 	b   []byte
 	err error
+	in  *interner // nil: every string is new
 }
 
 func (r *reader) fail(format string, args ...any) {
@@ -242,18 +249,37 @@ func (r *reader) u64() uint64 {
 func (r *reader) i64() int64 { return int64(r.u64()) }
 
 // text reads a string of printable UTF-8 (owner and host labels).
-func (r *reader) text(what string) string {
-	s := string(r.take(int(r.u8())))
-	if r.err == nil && !printable(s) {
-		r.fail("%s %q is not printable UTF-8", what, s)
-	}
-	return s
-}
+func (r *reader) text(what string) string { return r.checked(what) }
 
-func (r *reader) id() string {
-	s := string(r.take(int(r.u8())))
-	if r.err == nil && sema.ValidateID(s) != nil {
+// id reads a lease ID.
+func (r *reader) id() string { return r.checked("") }
+
+// checked reads a length-prefixed string and checks it as a lease ID, or
+// as the label what; the interner spares the check (and the allocation)
+// of a string it has checked already.
+func (r *reader) checked(what string) string {
+	b := r.take(int(r.u8()))
+	if r.err != nil {
+		return ""
+	}
+	var t *strTable
+	if r.in != nil {
+		t = &r.in.labels
+		if what == "" {
+			t = &r.in.ids
+		}
+		if s, ok := t.get(b); ok {
+			return s
+		}
+	}
+	s := string(b)
+	switch {
+	case what == "" && sema.ValidateID(s) != nil:
 		r.fail("bad lease id %q", s)
+	case what != "" && !printable(s):
+		r.fail("%s %q is not printable UTF-8", what, s)
+	case t != nil:
+		t.keep(s)
 	}
 	return s
 }

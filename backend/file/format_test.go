@@ -35,7 +35,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, got, err := decodeRecord(rec)
+		h, got, err := decodeRecord(rec, nil)
 		if err != nil {
 			t.Fatalf("decode: %v", err)
 		}
@@ -86,7 +86,7 @@ func TestDecodeRejects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := decodeRecord(rec); !errors.Is(err, errCorrupt) {
+		if _, _, err := decodeRecord(rec, nil); !errors.Is(err, errCorrupt) {
 			t.Errorf("%s: decoded without error (%v)", name, err)
 		}
 	}
@@ -94,12 +94,12 @@ func TestDecodeRejects(t *testing.T) {
 	for i := range rec {
 		bad := bytes.Clone(rec)
 		bad[i] ^= 0x40
-		if _, _, err := decodeRecord(bad); err == nil {
+		if _, _, err := decodeRecord(bad, nil); err == nil {
 			t.Errorf("flipping byte %d went unnoticed", i)
 		}
 	}
 	for n := range len(rec) {
-		if _, _, err := decodeRecord(rec[:n]); err == nil {
+		if _, _, err := decodeRecord(rec[:n], nil); err == nil {
 			t.Errorf("truncation to %d bytes went unnoticed", n)
 		}
 	}
@@ -149,7 +149,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0xff}, 64))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parseHeader(data)
-		h, st, err := decodeRecord(data)
+		h, st, err := decodeRecord(data, nil)
 		if err != nil {
 			return
 		}
@@ -173,7 +173,7 @@ func FuzzPayload(f *testing.F) {
 	f.Add(appendState(nil, sampleState()))
 	f.Add(appendState(nil, &state{Name: "x"}))
 	f.Fuzz(func(t *testing.T, p []byte) {
-		st, err := decodeState(p)
+		st, err := decodeState(p, nil)
 		if err != nil {
 			return
 		}

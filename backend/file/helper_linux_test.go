@@ -117,6 +117,61 @@ func helperMain(role string) error {
 				return err
 			}
 		}
+	case "queue": // acquire weight W of limit L (envArg "L W"); stdin: "wakes" → "wakes N", "release" → "released"
+		var limit, weight int64 = 1, 1
+		fmt.Sscan(os.Getenv(envArg), &limit, &weight)
+		s := c.Semaphore(os.Getenv(envName), limit, sema.WithTTL(ttl))
+		granted := make(chan *sema.Lease, 1)
+		go func() {
+			l, err := s.Acquire(ctx, sema.WithWeight(weight))
+			if err != nil {
+				fmt.Printf("error %v\n", err)
+				os.Exit(1)
+			}
+			fmt.Printf("granted %d\n", l.Token())
+			granted <- l
+		}()
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			switch in.Text() {
+			case "wakes":
+				fmt.Printf("wakes %d\n", file.Wakeups(b))
+			case "release":
+				l := <-granted
+				if err := l.Release(ctx); err != nil {
+					return err
+				}
+				fmt.Printf("released %d\n", l.Token())
+			}
+		}
+	case "many": // envArg "L N": N goroutines acquire 1 of limit L; report "all N" once all are granted
+		var limit, n int
+		fmt.Sscan(os.Getenv(envArg), &limit, &n)
+		s := c.Semaphore(os.Getenv(envName), int64(limit), sema.WithTTL(ttl))
+		type got struct {
+			l   *sema.Lease
+			err error
+		}
+		ch := make(chan got, n)
+		for range n {
+			go func() {
+				l, err := s.Acquire(ctx)
+				ch <- got{l, err}
+			}()
+		}
+		fmt.Println("started 1")
+		var ls []*sema.Lease
+		for range n { // no release before every grant is in: a step of ours would find them
+			g := <-ch
+			if g.err != nil {
+				return g.err
+			}
+			ls = append(ls, g.l)
+		}
+		fmt.Printf("all %d\n", n)
+		for _, l := range ls {
+			l.Release(context.Background())
+		}
 	case "wait": // acquire once and report when the backend granted it
 		l, err := m.Acquire(ctx)
 		if err != nil {

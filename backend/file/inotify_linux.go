@@ -1,18 +1,22 @@
 package file
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"os"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
 // watcher reads one inotify instance for a backend. A watch is on a name's
-// file while this backend waits for it and other processes take part: a
-// write by them (IN_MODIFY) or the close of their descriptor, including by
-// the kernel when they die (IN_CLOSE_WRITE), wakes the name's pump.
+// file while this backend waits for it and other processes take part: the
+// close of their descriptor, done by the kernel when they die
+// (IN_CLOSE_WRITE), wakes the name's pump, which reads the state only if a
+// process it waits behind is gone (see aheadAlive). Grants do not come
+// this way: they ring a doorbell (doorbell_linux.go).
 type watcher struct {
 	f  *os.File
 	fd int
@@ -21,7 +25,7 @@ type watcher struct {
 	byWD map[int32]*nameFile
 }
 
-const watchMask = unix.IN_MODIFY | unix.IN_CLOSE_WRITE
+const watchMask = unix.IN_CLOSE_WRITE
 
 func newWatcher() (*watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
@@ -50,7 +54,8 @@ func (w *watcher) loop() {
 					nf.poke()
 				}
 			} else if nf := w.byWD[wd]; nf != nil {
-				nf.poke()
+				nf.b.wakes.Add(1)
+				nf.closed()
 			}
 		}
 		w.mu.Unlock()
@@ -105,4 +110,77 @@ func (b *Backend) removeWatch(wd int) {
 	if w != nil {
 		w.remove(wd)
 	}
+}
+
+// hasForeign reports whether the state has entries of other open files:
+// only they can die without telling us; our own come with a direct hand-off.
+func (nf *nameFile) hasForeign(st *state) bool {
+	for i := range st.Holders {
+		if !nf.ours(st.Holders[i].Slot, st.Holders[i].Nonce) {
+			return true
+		}
+	}
+	for i := range st.Waiters {
+		if !nf.ours(st.Waiters[i].Slot, st.Waiters[i].Nonce) {
+			return true
+		}
+	}
+	return false
+}
+
+// watchIfNeeded puts an inotify watch on the file once we wait and other
+// processes take part: the kernel closes a process's files when it dies,
+// which raises IN_CLOSE_WRITE. It runs under the state lock, so no death
+// can slip in between the check and the watch. The watch stays until the
+// file is closed (detachIfIdle): a name waited for once is likely waited
+// for again, and a close while nobody here waits costs one look at the
+// liveness of a few processes.
+func (nf *nameFile) watchIfNeeded(st *state) {
+	if nf.wd >= 0 || nf.noWatch || len(nf.waiting) == 0 || !nf.hasForeign(st) {
+		return
+	}
+	wd, err := nf.b.addWatch(nf)
+	if err != nil {
+		nf.noWatch = true
+		nf.b.log.Warn("file: no inotify watch; waiters poll", "name", nf.name, "every", nf.b.cfg.Poll, "err", err)
+		return
+	}
+	nf.wd = wd
+}
+
+// aheadAlive reports whether every process this backend's waiters wait
+// behind is alive, as of the state last read: the holders, and the entry
+// just ahead of our first waiter in the queue. A dead one's entries must go
+// at once; the death of any other process changes nothing for us (the one
+// queued behind the dead one looks, as we do here). Without a known state,
+// or when our waiters are not in it, it reports false: read the state.
+func (nf *nameFile) aheadAlive() bool {
+	if nf.lockLocal(context.Background()) != nil {
+		return false
+	}
+	defer nf.unlockLocal()
+	st := nf.cache
+	if st == nil {
+		return false
+	}
+	var seen []uint32
+	check := func(slot uint32) bool {
+		if int64(slot) == nf.slot || slices.Contains(seen, slot) {
+			return true
+		}
+		seen = append(seen, slot)
+		alive, err := slotAlive(nf.rc, slot)
+		return alive && err == nil
+	}
+	for i := range st.Holders {
+		if !check(st.Holders[i].Slot) {
+			return false
+		}
+	}
+	for i := range st.Waiters {
+		if nf.waiting[st.Waiters[i].ID] != nil && nf.ours(st.Waiters[i].Slot, st.Waiters[i].Nonce) {
+			return i == 0 || check(st.Waiters[i-1].Slot)
+		}
+	}
+	return false
 }

@@ -88,7 +88,7 @@ func (b *Backend) view(ctx context.Context, path, name string) (*state, error) {
 		return nil, fmt.Errorf("file: read %s: %w", path, err)
 	}
 	defer f.Close() // drops the lock
-	snap, _, err := readState(newPreader(rc, path), name, nil, header{}, nil)
+	snap, _, err := readState(newPreader(rc, path), name, nil, header{}, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -19,8 +19,21 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 			return nil, err
 		}
 	}
-	snap, buf, err := readState(nf.rd, nf.name, nf.cache, nf.cacheHdr, nf.rbuf)
-	nf.rbuf = buf
+	first := nf.rbuf[:0] // firstRead
+	switch {
+	case nf.cache != nil && !nf.changed:
+		first = nf.rbuf[:min(headerSize, cap(nf.rbuf))] // the header: it likely still holds
+	case nf.cache != nil:
+		first = nf.rbuf[:cap(nf.rbuf)] // the whole record, about as long as the last one
+	}
+	snap, buf, err := readState(nf.rd, nf.name, nf.cache, nf.cacheHdr, first, nf.strs)
+	nf.rbuf = buf[:0]
+	nf.changed = nf.cache != nil && snap.st != nf.cache
+	if nf.changed && nf.strs == nil {
+		// Another process writes this name too: the records to come will
+		// mostly repeat the strings of the one after this.
+		nf.strs = newInterner(nf.name)
+	}
 	if err != nil {
 		return nil, nf.ioErr("read", err)
 	}
@@ -35,6 +48,7 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 	} else {
 		nf.gen = snap.hdr.gen
 		nf.cache, nf.cacheHdr = st, snap.hdr
+		nf.phantoms = st.phantomCount()
 	}
 	if st.Boot != nf.b.boot && nf.b.boot != ([16]byte{}) {
 		// Written before this boot: a machine crash may have lost writes
@@ -75,9 +89,6 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 	if st.reapExpired(now.UnixNano()) {
 		nf.dirty = true
 	}
-	if err := nf.reapDead(st); err != nil {
-		return nil, err
-	}
 	return st, nil
 }
 
@@ -113,6 +124,7 @@ func (nf *nameFile) repair(snap snapshot, now time.Time) (*state, error) {
 	nf.gen = max(snap.gen, uint64(now.UnixNano()))
 	nf.cache = nil
 	nf.dirty = true
+	nf.ringAll = true // every live process must re-register what it holds and awaits
 	return st, nil
 }
 
@@ -160,30 +172,4 @@ func (nf *nameFile) dropOrphans(st *state) {
 		nf.dirty = true
 	}
 	nf.orphans = false
-}
-
-// reapDead drops the entries of processes whose liveness slot is unlocked.
-func (nf *nameFile) reapDead(st *state) error {
-	var slots []uint32
-	add := func(slot uint32) {
-		if int64(slot) != nf.slot && !slices.Contains(slots, slot) {
-			slots = append(slots, slot)
-		}
-	}
-	for i := range st.Holders {
-		add(st.Holders[i].Slot)
-	}
-	for i := range st.Waiters {
-		add(st.Waiters[i].Slot)
-	}
-	for _, slot := range slots {
-		alive, err := slotAlive(nf.rc, slot)
-		if err != nil {
-			return nf.ioErr("check liveness", err)
-		}
-		if !alive && st.dropSlot(slot) {
-			nf.dirty = true
-		}
-	}
-	return nil
 }

@@ -23,29 +23,40 @@ type nameFile struct {
 	f    *os.File
 	rc   syscall.RawConn
 	lk   chan struct{} // local mutex, taken with a context
-	kick chan struct{} // wakes the pump
+	kick chan struct{} // wakes the pump: read the state
+	died chan struct{} // wakes the pump: a process closed the file, maybe dying
 	lock *stateLock    // the state lock; used under lk
 	rd   *preader      // reads the state; used under lk
+	strs *interner     // strings of the record last read, once another process writes; used under lk
 	drop func(bool)    // nf.abandon, bound once
 
 	// Guarded by lk.
-	slot     int64  // liveness slot held by f; -1 until taken
-	nonce    uint64 // random, tells our entries from a dead previous owner's of the slot
-	gen      uint64 // generation of the record last read or written
-	cache    *state // the state as of gen, when we know it
-	cacheHdr header
-	dirty    bool               // the state was changed in this step
-	wrote    bool               // and written
-	buf      []byte             // encoding buffer
-	rbuf     []byte             // reading buffer
-	leases   map[string]lease   // leases of this backend, vouched for by slot
-	waiting  map[string]*waiter // Acquire calls of this backend that wait
-	pumping  bool               // the pump goroutine runs
-	inPump   bool               // the pump is in its step
-	orphans  bool               // the file may hold entries of ours nobody uses
-	nextWake time.Time          // when the pump re-reads the state
-	wd       int                // inotify watch descriptor; -1 if none
-	noWatch  bool               // no inotify for this file: poll
+	slot       int64  // liveness slot held by f; -1 until taken
+	nonce      uint64 // random, tells our entries from a dead previous owner's of the slot
+	gen        uint64 // generation of the record last read or written
+	cache      *state // the state as of gen, when we know it
+	cacheHdr   header
+	changed    bool               // the last read found the cache outdated: another process writes too
+	dirty      bool               // the state was changed in this step
+	wrote      bool               // and written
+	buf        []byte             // encoding buffer
+	rbuf       []byte             // reading buffer
+	leases     map[string]lease   // leases of this backend, vouched for by slot
+	waiting    map[string]*waiter // Acquire calls of this backend that wait
+	pumping    bool               // the pump goroutine runs
+	inPump     bool               // the pump is in its step
+	orphans    bool               // the file may hold entries of ours nobody uses
+	nextWake   time.Time          // when the pump re-reads the state
+	wd         int                // inotify watch descriptor; -1 if none
+	noWatch    bool               // no inotify for this file: poll
+	bell       *doorbell          // this process's doorbell on the name, once it waited
+	noBell     error              // why the doorbell could not be bound (then: poll)
+	bellPrefix string             // see bellBase
+	rang       bool               // this step rang another process with a grant (see end)
+	ringAll    bool               // ring every live slot once the state lock is free: a repair, or a phantom gone
+	phantoms   int                // phantom holders in the state as read by this step
+	lives      []slotLife         // liveness found by this step (see alive)
+	reapAll    bool               // drop every dead entry at the next step: a death was seen
 
 	// Guarded by b.mu.
 	refs      int
@@ -66,7 +77,7 @@ func newNameFile(b *Backend, name string, f *os.File) (*nameFile, error) {
 	}
 	nf := &nameFile{
 		b: b, name: name, path: f.Name(), f: f, rc: rc,
-		lk: make(chan struct{}, 1), kick: make(chan struct{}, 1), lock: newStateLock(rc, unix.LOCK_EX), rd: newPreader(rc, f.Name()),
+		lk: make(chan struct{}, 1), kick: make(chan struct{}, 1), died: make(chan struct{}, 1), lock: newStateLock(rc, unix.LOCK_EX), rd: newPreader(rc, f.Name()),
 		slot: -1, wd: -1,
 		leases: make(map[string]lease), waiting: make(map[string]*waiter),
 	}
@@ -108,16 +119,29 @@ func (nf *nameFile) begin(ctx context.Context) error {
 		return nf.ioErr("lock", err)
 	}
 	nf.dirty, nf.wrote = false, false
+	nf.lives = nf.lives[:0]
 	return nil
 }
 
-// end finishes a step begun by begin.
+// end finishes a step begun by begin. After a step that rang another
+// process with a grant, it yields the CPU: a unix socket's wake-up tells
+// the scheduler that the sender is about to sleep, so the rung process
+// tends to be queued on this CPU, where it would wait while this process
+// goes on; the grant is what everyone waits for (sema bench contend
+// measures the hand-off).
 func (nf *nameFile) end() {
 	if nf.dirty && !nf.wrote {
 		nf.cache = nil // changed in memory only: forget it
+		nf.ringAll = false
 	}
 	nf.lock.unlock()
+	nf.ringAllPending()
+	rang := nf.rang
+	nf.rang = false
 	nf.unlockLocal()
+	if rang {
+		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	}
 }
 
 // abandon ends a wait for the state lock that begin gave up on: lk stayed
@@ -194,6 +218,10 @@ func (nf *nameFile) write(st *state) error {
 	nf.gen++
 	nf.cacheHdr, _ = parseHeader(buf)
 	nf.cache, nf.wrote = st, true
+	if n := st.phantomCount(); n < nf.phantoms {
+		nf.ringAll = true // a name blocked by phantoms may move on: everyone looks again
+	}
+	nf.phantoms = st.phantomCount()
 	return nil
 }
 
@@ -217,6 +245,7 @@ func (nf *nameFile) detachIfIdle(now time.Time) bool {
 	if nf.pumping || len(nf.waiting) > 0 {
 		return false
 	}
+	nf.closeBell()
 	// Under b.mu, so that a new nameFile of the same name, whose watch
 	// would get the same descriptor from the kernel, cannot be watching yet.
 	if nf.wd >= 0 && nf.b.watch != nil { // b.mu is held: not via removeWatch

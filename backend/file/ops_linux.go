@@ -30,7 +30,8 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 			err = st.heldError()
 		default:
 			err = nf.checkLimit(st, req.Limit)
-			if errors.Is(err, errLimitUnknown) || err == nil && (len(st.Waiters) > 0 || !st.fits(req.Weight)) {
+			if errors.Is(err, errLimitUnknown) || err == nil && nf.mustWait(st, req.Weight) {
+				nf.reapDead(st) // the answer lists the holders: live ones only
 				err = st.heldError()
 			}
 		}
@@ -107,7 +108,7 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		nf.end()
 		return sema.Grant{}, errors.Join(lerr, cerr)
 	}
-	if lerr == nil && len(st.Waiters) == 0 && st.fits(req.Weight) {
+	if lerr == nil && !nf.mustWait(st, req.Weight) {
 		g, err := nf.grantNow(st, &req, now)
 		nf.end()
 		return g, err
@@ -153,6 +154,9 @@ func (nf *nameFile) checkLimit(st *state, limit int64) error {
 	}
 	if st.Limit == 0 && st.hasPhantom() {
 		return errLimitUnknown
+	}
+	if st.Limit != 0 && !st.idle() {
+		nf.reapDead(st) // only the living make the limit
 	}
 	if st.Limit != 0 && !st.idle() {
 		return fmt.Errorf("file: %q has limit %d, asked %d: %w", st.Name, st.Limit, limit, sema.ErrLimitMismatch)
@@ -206,7 +210,7 @@ func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration)
 	}
 	var g sema.Grant
 	err := b.step(ctx, name, false, func(nf *nameFile, st *state, now time.Time) error {
-		i := st.holder(id)
+		i := nf.liveHolder(st, id)
 		if i < 0 {
 			delete(nf.leases, id)
 			if err := nf.commit(st, now); err != nil {

@@ -14,23 +14,25 @@ type snapshot struct {
 	gen uint64 // generation in a well-formed header, even if damaged
 }
 
-// firstRead is how much readState reads at once: the header and, for most
-// names, the whole payload.
+// firstRead is how much readState reads at first without a cached state:
+// the header and, for most names, the whole payload.
 const firstRead = 1024
 
 // readState reads and checks the record of a state file. cached (with its
 // header) is reused instead of decoding when the file still holds it. name
 // is the expected name, or "" to accept the one whose file this is. A
 // damaged record gives a snapshot with a nil st; an unknown format version
-// is an error.
-func readState(f *preader, name string, cached *state, cachedHdr header, buf []byte) (snapshot, []byte, error) {
+// is an error. The first read is len(buf) bytes if that holds a header,
+// else firstRead: the caller who expects its cached state to hold asks for
+// the header only, and one who expects a change for the whole record, so
+// that either costs one pread(2).
+func readState(f *preader, name string, cached *state, cachedHdr header, buf []byte, in *interner) (snapshot, []byte, error) {
 	var snap snapshot
-	if cap(buf) < firstRead {
-		buf = make([]byte, firstRead)
-	}
-	buf = buf[:firstRead]
-	if cached != nil {
-		buf = buf[:headerSize] // enough to tell whether the cache holds
+	if len(buf) < headerSize {
+		if cap(buf) < firstRead {
+			buf = make([]byte, firstRead)
+		}
+		buf = buf[:firstRead]
 	}
 	n, err := f.readAt(buf, 0)
 	if err != nil {
@@ -63,7 +65,7 @@ func readState(f *preader, name string, cached *state, cachedHdr header, buf []b
 			return snap, buf, nil // truncated: damaged
 		}
 	}
-	_, st, err := decodeRecord(buf[:n])
+	_, st, err := decodeRecord(buf[:n], in)
 	if err != nil || name != "" && st.Name != name || name == "" && !sameFile(f.path, st.Name) {
 		return snap, buf, nil
 	}

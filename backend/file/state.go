@@ -73,13 +73,16 @@ func (s *state) used() int64 {
 	return n
 }
 
-func (s *state) hasPhantom() bool {
+func (s *state) hasPhantom() bool { return s.phantomCount() > 0 }
+
+func (s *state) phantomCount() int {
+	n := 0
 	for i := range s.Holders {
 		if s.Holders[i].Phantom {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 func (s *state) holder(id string) int {
@@ -139,26 +142,6 @@ func (s *state) dropSlot(slot uint32) bool {
 	s.Holders = slices.DeleteFunc(s.Holders, func(h holderRec) bool { return h.Slot == slot })
 	s.Waiters = slices.DeleteFunc(s.Waiters, func(w waiterRec) bool { return w.Slot == slot })
 	return n != len(s.Holders)+len(s.Waiters)
-}
-
-// grantQueue grants queued requests in order while the head fits: a later,
-// smaller request never overtakes an earlier one. It returns the new
-// holders' indices in s.Holders.
-func (s *state) grantQueue(now int64) []int {
-	var granted []int
-	for len(s.Waiters) > 0 && s.fits(s.Waiters[0].Weight) {
-		w := s.Waiters[0]
-		s.Waiters = s.Waiters[1:]
-		s.Holders = append(s.Holders, holderRec{
-			ID: w.ID, Owner: w.Owner, Host: w.Host, PID: w.PID, Token: s.nextToken(), Weight: w.Weight,
-			Acquired: now, Renewed: now, Expires: now + w.TTL, Slot: w.Slot, Nonce: w.Nonce,
-		})
-		granted = append(granted, len(s.Holders)-1)
-	}
-	if len(s.Waiters) == 0 {
-		s.Waiters = nil
-	}
-	return granted
 }
 
 // revoke remembers a force-released lease until it would have expired.

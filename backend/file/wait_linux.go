@@ -16,6 +16,9 @@ type waiter struct {
 	start time.Time // when Acquire was called (monotonic)
 	since int64     // when it was queued (wall clock, Unix ns)
 	ch    chan result
+	// lost: a step found its entry neither queued nor granted; a ring's
+	// grant may be the lost entry's, so it is not used (see deliver)
+	lost bool
 }
 
 type result struct {
@@ -27,21 +30,53 @@ type result struct {
 const cleanupTimeout = 5 * time.Second
 
 // commit finishes a step: grants queued requests that now fit, writes the
-// state if it changed, hands grants to this backend's waiters, and keeps
-// the event sources (inotify watch, pump timer) in line with the queue.
+// state if it changed, hands grants to this backend's waiters, queues the
+// rings of other processes' granted waiters (end sends them), and keeps
+// the event sources (doorbell, inotify watch, pump timer) in line with the
+// queue.
 func (nf *nameFile) commit(st *state, now time.Time) error {
-	if len(st.grantQueue(now.UnixNano())) > 0 {
-		nf.dirty = true
+	granted := nf.grantQueue(st, now.UnixNano())
+	if len(nf.waiting) > 0 && nf.bell == nil {
+		// Before our waiters are in the file: a grant rings the doorbell.
+		// If it cannot be bound (its previous owner is still exiting),
+		// waiters poll until a later step binds it.
+		if err := nf.openBell(); err != nil && nf.noBell == nil {
+			nf.b.log.Warn("file: no doorbell; waiters poll", "name", nf.name, "every", nf.b.cfg.Poll, "err", err)
+		}
+		nf.noBell = nil
+		if nf.bell == nil {
+			nf.noBell = errors.New("no doorbell")
+		}
 	}
 	if nf.dirty {
 		if err := nf.write(st); err != nil {
 			return err
+		}
+		if len(granted) > 0 {
+			nf.rang = nf.ringGrants(st, granted)
 		}
 	}
 	nf.dispatch(st)
 	nf.watchIfNeeded(st)
 	nf.scheduleWake(st, now)
 	return nil
+}
+
+// ringAllPending rings every other live process on the name after a step
+// that repaired the state or removed a phantom holder: they must
+// re-register what they hold and wait for, or may now be granted. Called
+// under lk, after the state lock is let go: the woken read the state.
+func (nf *nameFile) ringAllPending() {
+	if !nf.ringAll {
+		return
+	}
+	nf.ringAll = false
+	live, _ := liveSlots(nf.rc) // on error, their Recheck covers them
+	for _, s := range live {
+		if addr, err := nf.bellAddr(s); err == nil && int64(s) != nf.slot {
+			nf.b.ring.ring(addr, readAgain)
+		}
+	}
 }
 
 // dispatch delivers the grants of our waiters found among the holders,
@@ -56,14 +91,23 @@ func (nf *nameFile) dispatch(st *state) {
 		if w == nil || !nf.ours(h.Slot, h.Nonce) {
 			continue
 		}
-		delete(nf.waiting, h.ID)
-		nf.leases[h.ID] = lease{rec: *h, limit: st.Limit}
-		g := st.grantOf(h)
-		// The grant happened no earlier than since+Waited: the core's
-		// local deadline counts from there.
-		g.Waited = min(max(time.Duration(h.Acquired-w.since), 0), time.Since(w.start))
-		w.ch <- result{g: g}
+		nf.grantLocal(w, h, st.Name, st.Limit)
 	}
+}
+
+// grantLocal hands waiter w its grant h (of name, with limit), found in
+// the state or brought by a ring. Called under lk.
+func (nf *nameFile) grantLocal(w *waiter, h *holderRec, name string, limit int64) {
+	delete(nf.waiting, h.ID)
+	nf.leases[h.ID] = lease{rec: *h, limit: limit}
+	g := sema.Grant{
+		Name: name, ID: h.ID, Token: h.Token, Owner: h.Owner, Weight: h.Weight, Limit: limit,
+		AcquiredAt: unixTime(h.Acquired), ExpiresAt: unixTime(h.Expires),
+	}
+	// The grant happened no earlier than since+Waited: the core's local
+	// deadline counts from there.
+	g.Waited = min(max(time.Duration(h.Acquired-w.since), 0), time.Since(w.start))
+	w.ch <- result{g: g}
 }
 
 // fail ends a waiter with err; its entry goes at the next step.
@@ -73,57 +117,15 @@ func (nf *nameFile) fail(w *waiter, err error) {
 	w.ch <- result{err: err}
 }
 
-// hasForeign reports whether the state has entries of other open files:
-// only their changes need inotify; our own come with a direct hand-off.
-func (nf *nameFile) hasForeign(st *state) bool {
-	for i := range st.Holders {
-		if !nf.ours(st.Holders[i].Slot, st.Holders[i].Nonce) {
-			return true
-		}
-	}
-	for i := range st.Waiters {
-		if !nf.ours(st.Waiters[i].Slot, st.Waiters[i].Nonce) {
-			return true
-		}
-	}
-	return false
-}
-
-// watchIfNeeded keeps an inotify watch on the file while we wait and other
-// processes take part. It runs under the state lock, so no change by
-// another process can slip in between the check and the watch.
-func (nf *nameFile) watchIfNeeded(st *state) {
-	need := len(nf.waiting) > 0 && nf.hasForeign(st)
-	switch {
-	case need && nf.wd < 0 && !nf.noWatch:
-		wd, err := nf.b.addWatch(nf)
-		if err != nil {
-			nf.noWatch = true
-			nf.b.log.Warn("file: no inotify watch; waiters poll", "name", nf.name, "every", nf.b.cfg.Poll, "err", err)
-			return
-		}
-		nf.wd = wd
-	case !need && nf.wd >= 0:
-		nf.unwatch()
-	}
-}
-
-func (nf *nameFile) unwatch() {
-	if nf.wd >= 0 {
-		nf.b.removeWatch(nf.wd)
-		nf.wd = -1
-	}
-}
-
 // scheduleWake sets when the pump next re-reads the state without an
-// event: at the earliest lease expiry, or after Recheck (Poll without
-// inotify) as a guard against a lost event.
+// event: at the earliest lease expiry, or after Recheck (Poll without a
+// doorbell or inotify) as a guard against a lost event.
 func (nf *nameFile) scheduleWake(st *state, now time.Time) {
 	if len(nf.waiting) == 0 {
 		return
 	}
 	d := nf.b.cfg.Recheck
-	if nf.noWatch && nf.hasForeign(st) {
+	if (nf.noWatch || nf.bell == nil) && nf.hasForeign(st) {
 		d = nf.b.cfg.Poll
 	}
 	if e := st.earliestExpiry(); e != 0 {
@@ -138,10 +140,18 @@ func (nf *nameFile) scheduleWake(st *state, now time.Time) {
 	}
 }
 
-// poke wakes the pump.
+// poke wakes the pump to read the state.
 func (nf *nameFile) poke() {
 	select {
 	case nf.kick <- struct{}{}:
+	default:
+	}
+}
+
+// closed wakes the pump to check whether a process it waits behind died.
+func (nf *nameFile) closed() {
+	select {
+	case nf.died <- struct{}{}:
 	default:
 	}
 }
@@ -163,6 +173,14 @@ func (nf *nameFile) pump(d time.Duration) {
 		select {
 		case <-nf.kick:
 		case <-t.C:
+		case <-nf.died:
+			if nf.aheadAlive() {
+				continue
+			}
+			if nf.lockLocal(context.Background()) == nil {
+				nf.reapAll = true
+				nf.unlockLocal()
+			}
 		case <-nf.b.done:
 			return
 		}
@@ -182,12 +200,15 @@ func (nf *nameFile) process() (time.Time, bool) {
 	defer nf.end()
 	if len(nf.waiting) == 0 {
 		nf.pumping = false
-		nf.unwatch()
 		return time.Time{}, false
 	}
 	now := time.Now()
 	st, err := nf.load(now)
 	if err == nil {
+		if nf.reapAll {
+			nf.reapAll = false
+			nf.reapDead(st)
+		}
 		nf.requeueLost(st)
 		nf.inPump = true
 		err = nf.commit(st, now)
@@ -202,7 +223,6 @@ func (nf *nameFile) process() (time.Time, bool) {
 	}
 	if len(nf.waiting) == 0 {
 		nf.pumping = false
-		nf.unwatch()
 		return time.Time{}, false
 	}
 	return nf.nextWake, true
@@ -215,6 +235,10 @@ func (nf *nameFile) requeueLost(st *state) {
 	ws := make([]*waiter, 0, len(nf.waiting))
 	for _, w := range nf.waiting {
 		if st.holder(w.req.ID) < 0 && st.waiter(w.req.ID) < 0 {
+			// A ring may still bring the grant it lost (in a state a
+			// repair replaced, or that expired unseen): from now on its
+			// grant is taken from the state only.
+			w.lost = true
 			ws = append(ws, w)
 		}
 	}

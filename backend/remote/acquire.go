@@ -32,15 +32,17 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 
 // acquireOnce posts one acquire; waitMs > 0 makes it a long poll.
 func (b *Backend) acquireOnce(ctx context.Context, req *sema.Request, waitMs int64) (sema.Grant, error) {
-	buf := b.bodyBuffer()
-	body := appendAcquire(buf.b[:0], req, waitMs)
+	buf := getBuffer()
+	in := wire.AcquireRequest{Name: req.Name, Limit: req.Limit, Weight: req.Weight, TTLMillis: ttlMillis(req.TTL),
+		Owner: req.Owner, ID: req.ID, WaitMillis: waitMs, Host: req.Host, PID: req.PID}
+	buf.b = in.Append(buf.b[:0])
 	l := wire.Lease{Name: req.Name, ID: req.ID, Owner: req.Owner}
 	timeout := b.cfg.RequestTimeout
 	if waitMs > 0 {
 		timeout = 0 // a long poll
 	}
-	found, err := b.leaseCall(ctx, "acquire", b.uAcquire, req.Name, body, req.ID, timeout, &l)
-	b.bodyDone(buf, body)
+	found, err := b.leaseCall(ctx, opAcquire, req.Name, buf.b, req.ID, timeout, &l)
+	putBuffer(buf)
 	if err != nil {
 		return sema.Grant{}, err
 	}
@@ -64,9 +66,10 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	if ctx.Err() != nil {
 		return sema.Grant{}, notAcquired(ctx)
 	}
-	// Close ends a long poll in flight itself (the h1 pool aborts it, or
-	// roundTrip ties net/http's request to the backend's closing), so there
-	// is no context per call to derive here: stopped polls both.
+	// Close ends a long poll in flight itself (the sema-mux transport
+	// half-closes, roundTrip ties net/http's request to the backend's
+	// closing), so there is no context per call to derive here: stopped
+	// polls both.
 	stopped := func() bool { return ctx.Err() != nil || b.closed.Load() }
 	var failing time.Time // start of the current run of transient failures
 	backoff := 10 * time.Millisecond
@@ -82,8 +85,8 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		g, err := b.acquireOnce(ctx, &req, max(int64(wait/time.Millisecond), 1))
 		switch {
 		case err == nil && stopped():
-			// Granted as the wait was cancelled (the h1 client still reads
-			// the final answer after a cancellation): give it back.
+			// Granted as the wait was cancelled (sema-mux still reads the
+			// final answer after a cancellation): give it back.
 			b.giveBack(req.Name, req.ID)
 			return sema.Grant{}, b.abandoned(ctx, &req, false)
 		case err == nil:
@@ -142,14 +145,26 @@ func (b *Backend) giveBackTimeout() time.Duration { return min(b.cfg.RequestTime
 // giveBack releases a grant nobody will use, within a short timeout, even
 // if the backend is closing (Close cut the poll that brought the grant).
 func (b *Backend) giveBack(name, id string) {
-	ctx := context.WithValue(context.Background(), afterCloseKey{}, true)
+	ctx := context.Background()
 	if err := b.release(ctx, name, id, b.giveBackTimeout()); err != nil && !errors.Is(err, sema.ErrNotHeld) {
 		b.cfg.Logger.Debug("remote: giving back an abandoned grant failed", "name", name, "lease", id, "err", err)
 	}
 }
 
+// notAcquired is the error of an acquire that ctx ended. A deadline that
+// has passed is context.DeadlineExceeded, whether or not ctx's timer has
+// fired yet.
 func notAcquired(ctx context.Context) error {
-	return fmt.Errorf("%w: %w", sema.ErrNotAcquired, context.Cause(ctx))
+	cause := context.Cause(ctx)
+	if cause == nil {
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			cause = context.DeadlineExceeded
+		}
+	}
+	if cause == nil {
+		return sema.ErrNotAcquired
+	}
+	return fmt.Errorf("%w: %w", sema.ErrNotAcquired, cause)
 }
 
 // sleep waits d or until ctx is done or the backend closed; it reports

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 // TestCLIAgainstServer drives sema run, ls, status and release (the built
@@ -17,22 +18,26 @@ import (
 func TestCLIAgainstServer(t *testing.T) {
 	srv := startServer(t)
 	b := newBackend(t, srv)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.HangGuard)
 	defer cancel()
-	be := "--backend=" + srv.URL()
+	be := "--backend=" + srv.URL
 	const name = "cli/lock"
 
 	held, err := b.TryAcquire(ctx, sema.Request{Name: name, ID: "heldbygo", Owner: "go-holder", Limit: 1, Weight: 1, TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	notYet := func(stderr string) bool { return strings.Contains(stderr, "not yet available") }
+	runSema := func(t *testing.T, args ...string) (stdout, stderr string, code int) {
+		t.Helper()
+		stdout, stderr, code, err := testenv.RunSema(t, ctx, nil, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stdout, stderr, code
+	}
 
 	t.Run("run --no-wait while held", func(t *testing.T) {
-		_, stderr, code := runSema(t, ctx, nil, "run", be, "--no-wait", name, "--", "true")
-		if notYet(stderr) {
-			t.Skip("sema run not available yet")
-		}
+		_, stderr, code := runSema(t, "run", be, "--no-wait", name, "--", "true")
 		if code != 75 {
 			t.Fatalf("exit %d, want 75 (not acquired); stderr: %s", code, stderr)
 		}
@@ -41,28 +46,19 @@ func TestCLIAgainstServer(t *testing.T) {
 		}
 	})
 	t.Run("status", func(t *testing.T) {
-		stdout, stderr, code := runSema(t, ctx, nil, "status", be, name)
-		if notYet(stderr) {
-			t.Skip("sema status not available yet")
-		}
+		stdout, stderr, code := runSema(t, "status", be, name)
 		if code != 0 || !strings.Contains(stdout, "go-holder") || !strings.Contains(stdout, strconv.FormatUint(held.Token, 10)) {
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 		}
 	})
 	t.Run("ls", func(t *testing.T) {
-		stdout, stderr, code := runSema(t, ctx, nil, "ls", be)
-		if notYet(stderr) {
-			t.Skip("sema ls not available yet")
-		}
+		stdout, stderr, code := runSema(t, "ls", be)
 		if code != 0 || !strings.Contains(stdout, name) {
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 		}
 	})
 	t.Run("release (force)", func(t *testing.T) {
-		stdout, stderr, code := runSema(t, ctx, nil, "release", be, "--force", name)
-		if notYet(stderr) {
-			t.Skip("sema release not available yet")
-		}
+		stdout, stderr, code := runSema(t, "release", be, "--force", name)
 		if code != 0 {
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 		}
@@ -71,11 +67,7 @@ func TestCLIAgainstServer(t *testing.T) {
 		}
 	})
 	t.Run("run", func(t *testing.T) {
-		_ = b.Release(ctx, name, held.ID) // in case release was skipped
-		stdout, stderr, code := runSema(t, ctx, nil, "run", be, name, "--", "sh", "-c", `echo "token=$SEMA_TOKEN name=$SEMA_NAME"`)
-		if notYet(stderr) {
-			t.Skip("sema run not available yet")
-		}
+		stdout, stderr, code := runSema(t, "run", be, name, "--", "sh", "-c", `echo "token=$SEMA_TOKEN name=$SEMA_NAME"`)
 		if code != 0 {
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 		}
@@ -99,13 +91,14 @@ func TestCLIAgainstServer(t *testing.T) {
 		type out struct {
 			stdout, stderr string
 			code           int
+			err            error
 		}
 		done := make(chan out, 1)
 		go func() {
-			o, e, c := runSema(t, ctx, nil, "run", be, "--wait=30s", name, "--", "sh", "-c", `echo "token=$SEMA_TOKEN"`)
-			done <- out{o, e, c}
+			o, e, c, err := testenv.RunSema(t, ctx, nil, "run", be, "--wait=30s", name, "--", "sh", "-c", `echo "token=$SEMA_TOKEN"`)
+			done <- out{o, e, c, err}
 		}()
-		waitFor(t, func() bool {
+		testenv.WaitFor(t, "the waiter queued", func() bool {
 			st, err := b.Describe(ctx, name)
 			return err == nil && len(st.Waiters) == 1
 		})
@@ -113,8 +106,8 @@ func TestCLIAgainstServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := <-done
-		if notYet(r.stderr) {
-			t.Skip("sema run not available yet")
+		if r.err != nil {
+			t.Fatal(r.err)
 		}
 		if r.code != 0 || !strings.Contains(r.stdout, "token=") {
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)

@@ -9,21 +9,22 @@ import (
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/remote"
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 // TestClosedBackend: Close ends a waiting Acquire with ErrClosed and later
-// calls fail with ErrClosed, with the h1 client and with net/http (a
-// caller's http.Client).
+// calls fail with ErrClosed, over sema-mux and over net/http (a caller's
+// http.Client).
 func TestClosedBackend(t *testing.T) {
 	srv := startServer(t)
-	t.Run("h1", func(t *testing.T) { testClosedBackend(t, srv, newBackend(t, srv), "closed-h1") })
+	t.Run("sema-mux", func(t *testing.T) { testClosedBackend(t, srv, newBackend(t, srv), "closed-mux") })
 	t.Run("net/http", func(t *testing.T) {
 		b := newBackend(t, srv, func(c *remote.Config) { c.HTTPClient = &http.Client{} })
 		testClosedBackend(t, srv, b, "closed-nethttp")
 	})
 }
 
-func testClosedBackend(t *testing.T, srv *server, b *remote.Backend, name string) {
+func testClosedBackend(t *testing.T, srv *testenv.Sema, b *remote.Backend, name string) {
 	ctx := context.Background()
 	holder, err := b.TryAcquire(ctx, sema.Request{Name: name, ID: "holder", Limit: 1, Weight: 1, TTL: 10 * time.Second})
 	if err != nil {
@@ -35,24 +36,19 @@ func testClosedBackend(t *testing.T, srv *server, b *remote.Backend, name string
 		errc <- err
 	}()
 	peer := newBackend(t, srv)
-	waitFor(t, func() bool {
+	testenv.WaitFor(t, "the waiter queued", func() bool {
 		st, err := peer.Describe(ctx, name)
 		return err == nil && len(st.Waiters) == 1
 	})
 	b.Close()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, sema.ErrClosed) {
-			t.Fatalf("waiting Acquire after Close: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not end the waiting Acquire")
+	if err := testenv.Await(t, "Close ending the waiting Acquire", errc); !errors.Is(err, sema.ErrClosed) {
+		t.Fatalf("waiting Acquire after Close: %v", err)
 	}
 	if err := b.Release(ctx, name, holder.ID); !errors.Is(err, sema.ErrClosed) {
 		t.Fatalf("Release after Close: %v", err)
 	}
 	// The server dequeued the waiter when its poll was cut.
-	waitFor(t, func() bool {
+	testenv.WaitFor(t, "the waiter dequeued", func() bool {
 		st, err := peer.Describe(ctx, name)
 		return err == nil && len(st.Waiters) == 0
 	})

@@ -29,29 +29,27 @@
 // Acquire retries transient failures (an unreachable or restarting server)
 // for up to Config.RetryTimeout.
 //
-// A cancelled acquire leaks nothing: with plain http the client cancels the
-// poll on the server (a cancel frame; over HTTP/1.1 it half-closes the
-// connection) and still reads the server's last answer; a grant made in
-// that instant is released at once. Over https (or a caller's http.Client)
-// it releases the lease ID instead.
+// A cancelled acquire leaks nothing: over sema-mux the client cancels the
+// poll on the server (a cancel frame) and still reads the server's last
+// answer; a grant made in that instant is released at once. Over HTTP (a
+// caller's http.Client, a proxy, a server that refuses sema-mux) it
+// releases the lease ID instead, which also withdraws the request if it is
+// still queued.
 //
 // # Transport
 //
-// For http:// URLs (without a proxy, without Config.HTTPClient) the backend
-// carries acquires, renewals and releases on one connection upgraded to
-// sema-mux/1 (internal/wire/mux.go): every call in flight, waiting
-// acquires included, shares it; calls are tagged and answered in any
-// order, and the calls and answers that meet in time go out in one write
-// each way. So a process with many goroutines taking locks costs the
-// server one connection, and a hand-over of a hot lock about one write and
-// one read on either side (mux.go says how). Everything else (describe,
-// list, force-release, guarantees), and every call to a server that
-// refuses the upgrade, goes through the backend's own small HTTP/1.1
-// client: a pool of keep-alive connections on which the calling goroutine
-// writes the request and reads the answer, with request bodies and the
-// answer of a grant coded by hand (about half the CPU of net/http's
-// client per call). On Linux the sockets are read and written with raw
-// system calls (internal/rawio). https goes through net/http (HTTP/2).
+// The backend carries acquires, renewals and releases on one connection
+// upgraded to sema-mux/1 (internal/wire/mux.go), over TLS for https://
+// URLs: every call in flight, waiting acquires included, shares it; calls
+// are tagged and answered in any order, and the calls and answers that
+// meet in time go out in one write each way. So a process with many
+// goroutines taking locks costs the server one connection, and a
+// hand-over of a hot lock about one write and one read on either side
+// (mux.go says how). Everything else (describe, list, force-release,
+// guarantees), and every call to a server that refuses the upgrade or
+// sits behind a proxy, or made through Config.HTTPClient, goes through
+// net/http (HTTP/2 over TLS). The request bodies and lease answers of the
+// calls every lock takes are coded by internal/wire without reflection.
 //
 // # Caveats
 //
@@ -60,18 +58,18 @@
 //     wrapping sema.ErrUnavailable; the lease it may have created stays on
 //     the server until its TTL. A cancelled context, in contrast, makes the
 //     client give such a grant back at once.
-//   - Over https, a cancelled acquire gives back by lease ID on another
-//     connection; if that release reaches the server before the cancelled
-//     request's disconnect does, a grant made in between stays until its
-//     TTL (the server cannot tell). Plain http does not have this window.
+//   - Over HTTP (not sema-mux), a cancelled acquire gives back by lease ID
+//     on another connection; that release also withdraws the request if it
+//     is still queued, but if it overtakes the acquire request itself, a
+//     grant made later stays until its TTL. sema-mux does not have this
+//     window.
 //   - A long poll that outlives the server's cap (or Config.MaxWait) is
 //     sent again and queues behind the waiters that came meanwhile.
-//   - Over http://, a cancelled waiting Acquire is dequeued by a cancel
+//   - Over sema-mux, a cancelled waiting Acquire is dequeued by a cancel
 //     frame; its last answer (the cancellation, or a grant made in that
 //     instant, which is given back) is awaited for up to two seconds.
-//   - Over https, each waiting Acquire holds one HTTP/2 stream for as long
-//     as it waits (one HTTP/1.1 connection if the server refused the
-//     sema-mux upgrade).
+//   - Over HTTP, each waiting Acquire holds one HTTP/2 stream (https) or
+//     one HTTP/1.1 connection for as long as it waits.
 //   - A server answer "closed" (shutting down) is reported as
 //     sema.ErrUnavailable, not sema.ErrClosed: the server's leases outlive
 //     its restart. sema.ErrClosed means this Backend was closed.

@@ -23,7 +23,7 @@ func (b *Backend) Describe(ctx context.Context, name string) (sema.Status, error
 	u.Path = b.base.Path + wire.PathLock + name
 	u.RawPath = b.base.EscapedPath() + wire.PathLock + url.PathEscape(name)
 	var st sema.Status
-	if err := b.callJSON(ctx, "describe", name, http.MethodGet, newEndpoint(&u), nil, &st); err != nil {
+	if err := b.callJSON(ctx, "describe", name, http.MethodGet, &u, nil, &st); err != nil {
 		return sema.Status{}, err
 	}
 	if st.Name == "" {
@@ -38,10 +38,10 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]sema.Status, error
 	if b.closed.Load() {
 		return nil, sema.ErrClosed
 	}
-	u := *b.uList.u
+	u := *b.uList
 	u.RawQuery = "prefix=" + url.QueryEscape(prefix)
 	var resp wire.ListResponse
-	if err := b.callJSON(ctx, "list", prefix, http.MethodGet, newEndpoint(&u), nil, &resp); err != nil {
+	if err := b.callJSON(ctx, "list", prefix, http.MethodGet, &u, nil, &resp); err != nil {
 		return nil, err
 	}
 	return resp.Locks, nil
@@ -57,8 +57,8 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Hol
 		return nil, sema.ErrClosed
 	}
 	var resp wire.ForceReleaseResponse
-	body := appendNameID(nil, name, id)
-	if err := b.callJSON(ctx, "force-release", name, http.MethodPost, b.uForce, body, &resp); err != nil {
+	in := wire.ForceReleaseRequest{Name: name, ID: id}
+	if err := b.callJSON(ctx, "force-release", name, http.MethodPost, b.uForce, in.Append(nil), &resp); err != nil {
 		return nil, err
 	}
 	if len(resp.Released) == 0 {

@@ -2,34 +2,32 @@ package remote
 
 import (
 	"bufio"
-	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
-	"runtime"
+	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/sema-dev/sema/internal/rawio"
-	"github.com/sema-dev/sema/internal/rearm"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
 // The sema-mux transport (protocol: internal/wire/mux.go).
 //
-// For http:// URLs the backend carries its acquires, renewals and releases
-// on one upgraded connection: a caller appends its frame to the
-// connection's buffer, and whichever caller finds it not writing writes
-// everything buffered in one write(2); one goroutine reads the answers, in
-// whatever order they come, and hands each to its caller by tag. A process
-// whose goroutines wait for or hand over locks thus costs one connection
-// and, under load, one write and one read per batch of calls on either
-// side, where HTTP/1.1 needs a connection per call in flight and a write
-// and a read per call.
+// The backend carries its acquires, renewals and releases on one
+// connection upgraded to sema-mux (over TLS for https:// URLs): a caller
+// appends its frame to the connection's buffer, and whichever caller finds
+// it not writing writes everything buffered in one write; one goroutine
+// reads the answers, in whatever order they come, and hands each to its
+// caller by tag. A process whose goroutines wait for or hand over locks
+// thus costs one connection and, under load, one write and one read per
+// batch of calls on either side, where HTTP/1.1 needs a connection per
+// call in flight and a write and a read per call.
 //
 // A call with a deadline that passes unanswered is forgotten (its answer,
 // if it comes, is dropped: tags are not reused while a connection lives);
@@ -41,51 +39,58 @@ import (
 // or reset the connection are sent again on a new one, at most twice, as
 // on a stale keep-alive connection (every call is idempotent). A server
 // that refuses the upgrade (not a sema server of this version, or a proxy
-// in between) is spoken to in HTTP/1.1 for a minute before it is asked
+// in between) is spoken to in HTTP for a minute before it is asked
 // again. Close half-closes the connection: the server answers the waiting
 // polls as cancelled, then closes it.
 
 type muxTransport struct {
-	p   *h1Pool // dialer, address and Host
-	hdr []byte  // the upgrade's header lines (Authorization)
+	dialer *net.Dialer
+	addr   string      // host:port to dial
+	tls    *tls.Config // for https: the handshake's (HTTP/1.1 by ALPN)
+	up     *http.Request
 
 	mu      sync.Mutex
 	conn    *muxConn      // nil before the first call, after a failure
 	dialing chan struct{} // closed when the dial in progress ends
-	off     time.Time     // refused: HTTP/1.1 until then
+	off     time.Time     // refused: HTTP until then
 	closed  bool
 	dialed  atomic.Int64 // connections upgraded (tests)
 }
 
-type muxConn struct {
-	t  *muxTransport
-	nc net.Conn
-	rw io.ReadWriter // nc, or raw reads and writes of its socket (rawio)
-	br *bufio.Reader
-
-	mu      sync.Mutex
-	wbuf    []byte // frames not written yet
-	spare   []byte
-	writing bool
-	corked  bool                // the reader hands over answers: it writes after (readLoop)
-	wdl     time.Time           // the write deadline set
-	calls   map[uint32]*muxCall // awaiting answers
-	next    uint32              // the last tag used
-	err     error               // broken: no more calls
+// newMuxTransport returns the sema-mux transport to the server at base.
+func newMuxTransport(base *url.URL, d *net.Dialer, tc *tls.Config, token string) *muxTransport {
+	t := &muxTransport{dialer: d, addr: base.Host}
+	port := "80"
+	if base.Scheme == "https" {
+		port = "443"
+		t.tls = &tls.Config{}
+		if tc != nil {
+			t.tls = tc.Clone()
+		}
+		t.tls.NextProtos = []string{"http/1.1"} // an upgrade needs HTTP/1.1
+		if t.tls.ServerName == "" {
+			t.tls.ServerName = base.Hostname()
+		}
+	}
+	if base.Port() == "" {
+		t.addr = net.JoinHostPort(base.Hostname(), port)
+	}
+	u := *base
+	u.Path += wire.PathMux
+	if u.RawPath != "" {
+		u.RawPath += wire.PathMux
+	}
+	t.up = &http.Request{Method: http.MethodGet, URL: &u, Host: base.Host, ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Connection": {"Upgrade"}, "Upgrade": {wire.MuxProtocol}}}
+	if token != "" {
+		t.up.Header.Set("Authorization", "Bearer "+token)
+	}
+	return t
 }
-
-type muxCall struct {
-	done   chan struct{} // receives once answered or failed
-	status int
-	out    []byte
-	err    error
-}
-
-var muxCalls = sync.Pool{New: func() any { return &muxCall{done: make(chan struct{}, 1)} }}
 
 var (
-	// errMuxOff sends a call to the HTTP/1.1 client: the server refused
-	// the upgrade, the connection is full, or the transport is closed.
+	// errMuxOff sends a call to HTTP: the server refused the upgrade, the
+	// connection is full, or the transport is closed.
 	errMuxOff = errors.New("sema-mux not in use")
 	// errMuxCancelled is the answer to a poll this client cancelled.
 	errMuxCancelled = errors.New("long poll cancelled")
@@ -98,9 +103,9 @@ func (e *errRefused) Error() string {
 	return fmt.Sprintf("sema-mux upgrade refused (HTTP %d)", e.status)
 }
 
-// off is how long the server is then spoken to in HTTP/1.1 only: a minute
-// if it does not know the upgrade (an older server, a proxy), a second if
-// it refused this caller or is unavailable (the HTTP/1.1 call reports why).
+// off is how long the server is then spoken to in HTTP only: a minute if
+// it does not know the upgrade (an older server, a proxy), a second if it
+// refused this caller or is unavailable (the HTTP call reports why).
 func (e *errRefused) off() time.Duration {
 	switch e.status {
 	case 400, 404, 405, 426, 501:
@@ -110,7 +115,7 @@ func (e *errRefused) off() time.Duration {
 }
 
 // do sends one call and waits for its answer's body, read into out. ok
-// false: the call was not made (errMuxOff); use HTTP/1.1.
+// false: the call was not made (errMuxOff); use HTTP.
 func (t *muxTransport) do(ctx context.Context, op byte, body []byte, deadline time.Time, poll bool, drain time.Duration, out []byte) (status int, res []byte, err error, ok bool) {
 	for attempt := 0; ; attempt++ {
 		c, err := t.get(ctx)
@@ -203,280 +208,50 @@ func (t *muxTransport) get(ctx context.Context) (*muxConn, error) {
 // dial opens a connection and upgrades it. *errRefused: the server
 // answered the upgrade with anything but 101.
 func (t *muxTransport) dial(ctx context.Context) (*muxConn, error) {
-	nc, err := t.p.dialer.DialContext(ctx, "tcp", t.p.addr)
+	var nc net.Conn
+	var err error
+	if t.tls != nil {
+		nc, err = (&tls.Dialer{NetDialer: t.dialer, Config: t.tls}).DialContext(ctx, "tcp", t.addr)
+	} else {
+		nc, err = t.dialer.DialContext(ctx, "tcp", t.addr)
+	}
 	if err != nil {
 		return nil, err
 	}
-	c := &muxConn{t: t, nc: nc, rw: nc, calls: make(map[uint32]*muxCall)}
-	if rc, ok := rawio.New(nc); ok {
-		c.rw = rc
-	}
-	c.br = bufio.NewReaderSize(c.rw, 16<<10)
+	c := &muxConn{t: t, nc: nc, br: bufio.NewReaderSize(nc, 16<<10), calls: make(map[uint32]*muxCall)}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	} else {
-		_ = nc.SetDeadline(time.Now().Add(t.p.dialer.Timeout))
+		_ = nc.SetDeadline(time.Now().Add(t.dialer.Timeout))
 	}
-	req := appendRequest(nil, "GET", wire.PathMux, t.p.host, t.hdr, "", nil)
-	if _, err := c.rw.Write(req); err != nil {
+	if err := t.up.Write(nc); err != nil {
 		nc.Close()
 		return nil, err
 	}
-	status, err := readUpgrade(c.br)
+	resp, err := http.ReadResponse(c.br, t.up)
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	if status != 101 {
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		resp.Body.Close()
 		nc.Close()
-		return nil, &errRefused{status}
+		return nil, &errRefused{resp.StatusCode}
+	}
+	if !strings.EqualFold(resp.Header.Get("Upgrade"), wire.MuxProtocol) {
+		nc.Close()
+		return nil, fmt.Errorf("%w: 101 without Upgrade: %s", errMalformed, wire.MuxProtocol)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return c, nil
 }
 
-// readUpgrade reads the head of the answer to the upgrade, and returns
-// its status.
-func readUpgrade(br *bufio.Reader) (int, error) {
-	line, err := readLine(br)
-	if err != nil {
-		return 0, err
-	}
-	status, _, err := parseStatusLine(line)
-	if err != nil {
-		return 0, err
-	}
-	up := false
-	for {
-		line, err := readLine(br)
-		if err != nil {
-			return 0, err
-		}
-		if len(line) == 0 {
-			break
-		}
-		k, v, _ := bytes.Cut(line, []byte(":"))
-		if bytes.EqualFold(bytes.TrimSpace(k), []byte("Upgrade")) && bytes.EqualFold(bytes.TrimSpace(v), []byte(wire.MuxProtocol)) {
-			up = true
-		}
-	}
-	if status == 101 && !up {
-		return 0, fmt.Errorf("%w: 101 without Upgrade: %s", errMalformed, wire.MuxProtocol)
-	}
-	return status, nil
-}
+// errMalformed reports an answer that does not follow the protocol.
+var errMalformed = errors.New("malformed answer")
 
-// send registers call under a new tag and sends its frame.
-func (c *muxConn) send(call *muxCall, op byte, body []byte) (uint32, error) {
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		return 0, fmt.Errorf("%w: %w", errRetry, c.err)
-	}
-	if len(c.calls) >= wire.MuxMaxCalls {
-		c.mu.Unlock()
-		return 0, errMuxOff
-	}
-	for {
-		c.next++
-		if _, busy := c.calls[c.next]; !busy {
-			break
-		}
-	}
-	tag := c.next
-	c.calls[tag] = call
-	c.wbuf = wire.AppendMuxRequest(c.wbuf, tag, op, body)
-	// A release is what other processes' waiters wait for: it goes out
-	// at once, with whatever the cork holds.
-	c.flushLocked(op == wire.MuxRelease)
-	return tag, nil
-}
-
-// cancelPoll sends a MuxCancel frame for tag.
-func (c *muxConn) cancelPoll(tag uint32) {
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		return
-	}
-	c.wbuf = wire.AppendMuxRequest(c.wbuf, tag, wire.MuxCancel, nil)
-	c.flushLocked(false)
-}
-
-// flushLocked writes the buffered frames, with those other callers buffer
-// meanwhile, unless a caller is writing already (which then writes them)
-// or the reader has corked the connection (unless force). Called with c.mu
-// held; it unlocks it. A failed write fails the connection.
-func (c *muxConn) flushLocked(force bool) {
-	if c.writing || c.corked && !force {
-		c.mu.Unlock()
-		return
-	}
-	c.writing = true
-	for len(c.wbuf) > 0 {
-		b := c.wbuf
-		c.wbuf = c.spare[:0]
-		if t, ok := rearm.Deadline(c.wdl, writeTimeout, time.Now()); ok {
-			c.wdl = t
-			_ = c.nc.SetWriteDeadline(t)
-		}
-		c.mu.Unlock()
-		_, err := c.rw.Write(b)
-		c.mu.Lock()
-		c.spare = b[:0]
-		if err != nil {
-			c.writing = false
-			c.mu.Unlock()
-			c.fail(err)
-			return
-		}
-	}
-	c.writing = false
-	c.mu.Unlock()
-}
-
-// writeTimeout bounds a write of frames (a server that stopped reading).
-const writeTimeout = 30 * time.Second
-
-// wait waits for call's answer. A deadline that passes forgets the call;
-// a context that ends forgets it too, or, for a poll, cancels it and
-// waits up to drain for its last answer.
-func (c *muxConn) wait(ctx context.Context, call *muxCall, tag uint32, deadline time.Time, poll bool, drain time.Duration) error {
-	if deadline.IsZero() && ctx.Done() == nil {
-		<-call.done
-		return nil
-	}
-	var expired <-chan time.Time
-	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		expired = t.C
-	}
-	select {
-	case <-call.done:
-		return nil
-	case <-expired:
-		return c.forget(call, tag, os.ErrDeadlineExceeded)
-	case <-ctx.Done():
-	}
-	if !poll {
-		return c.forget(call, tag, context.Cause(ctx))
-	}
-	c.cancelPoll(tag)
-	t := time.NewTimer(drain)
-	defer t.Stop()
-	select {
-	case <-call.done:
-		return nil
-	case <-t.C:
-		return c.forget(call, tag, context.Cause(ctx))
-	}
-}
-
-// forget gives up on call, unless its answer is being handed over (then
-// that is awaited).
-func (c *muxConn) forget(call *muxCall, tag uint32, err error) error {
-	c.mu.Lock()
-	mine := c.calls[tag] == call
-	if mine {
-		delete(c.calls, tag)
-	}
-	c.mu.Unlock()
-	if !mine {
-		<-call.done
-		return nil
-	}
-	return &net.OpError{Op: "read", Net: "tcp", Addr: c.nc.RemoteAddr(), Err: err}
-}
-
-// readLoop reads answers and hands each to its call, until the
-// connection fails.
-//
-// While it hands over the answers of one read, the connection is corked:
-// the callers it wakes buffer their next frames instead of writing them,
-// and once it has let them run (runtime.Gosched) it writes whatever they
-// buffered in one write. A goroutine that got a lock and one that got its
-// release answered then send their next calls (a release, an acquire)
-// together: one write and one read on either side instead of two. The
-// cork never outlasts the reader's turn, and the reader never waits for
-// the socket while corked.
-func (c *muxConn) readLoop() {
-	var h [wire.MuxAnswerHead]byte
-	corked := false
-	uncork := func() {
-		runtime.Gosched()
-		c.mu.Lock()
-		c.corked, corked = false, false
-		c.flushLocked(false)
-	}
-	for {
-		if corked && c.br.Buffered() < len(h) {
-			uncork()
-		}
-		if _, err := io.ReadFull(c.br, h[:]); err != nil {
-			c.fail(err)
-			return
-		}
-		tag, status, n, err := wire.ParseMuxAnswerHead(h[:])
-		if err != nil {
-			c.fail(err)
-			return
-		}
-		c.mu.Lock()
-		call := c.calls[tag]
-		delete(c.calls, tag)
-		if corked && c.br.Buffered() < n {
-			c.mu.Unlock()
-			uncork()
-			c.mu.Lock()
-		}
-		if !corked {
-			c.corked, corked = true, true
-		}
-		c.mu.Unlock()
-		if call == nil { // forgotten
-			if _, err := c.br.Discard(n); err != nil {
-				c.fail(err)
-				return
-			}
-			continue
-		}
-		out, err := readN(c.br, call.out[:0], n)
-		call.out, call.status, call.err = out, status, err
-		call.done <- struct{}{}
-		if err != nil {
-			c.fail(err)
-			return
-		}
-	}
-}
-
-// fail breaks the connection and ends every call in flight: with errRetry
-// if the server closed or reset it (nothing was answered: sending again is
-// safe), else with err.
-func (c *muxConn) fail(err error) {
-	c.mu.Lock()
-	if c.err == nil {
-		c.err = err
-	}
-	calls := c.calls
-	c.calls = map[uint32]*muxCall{}
-	c.mu.Unlock()
-	c.nc.Close()
-	t := c.t
-	t.mu.Lock()
-	if t.conn == c {
-		t.conn = nil
-	}
-	t.mu.Unlock()
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
-		err = fmt.Errorf("%w: %w", errRetry, err)
-	}
-	for _, call := range calls {
-		call.err = err
-		call.done <- struct{}{}
-	}
-}
+// errRetry marks a call that got no answer before the server closed or
+// reset the connection: it may be sent again (every call is idempotent).
+var errRetry = errors.New("connection closed before the answer")
 
 // close half-closes the connection: the server cancels its polls,
 // answers every call and closes it; a deadline bounds that.
@@ -489,7 +264,7 @@ func (t *muxTransport) close(drain time.Duration) {
 		return
 	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(drain))
-	if tc, ok := c.nc.(*net.TCPConn); !ok || tc.CloseWrite() != nil {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); !ok || cw.CloseWrite() != nil {
 		c.nc.Close()
 	}
 }

@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"github.com/sema-dev/sema/backendtest"
 	semaserver "github.com/sema-dev/sema/internal/server"
 	"github.com/sema-dev/sema/internal/store"
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -50,7 +48,7 @@ func TestMuxConcurrentCalls(t *testing.T) {
 				if i%5 == 4 {
 					id = "not-" + id
 				}
-				errs[i] = b.ReleaseBy(ctx, fmt.Sprintf("mux/%d", i), id, time.Now().Add(10*time.Second))
+				errs[i] = b.ReleaseBy(ctx, fmt.Sprintf("mux/%d", i), id, time.Now().Add(testenv.HangGuard))
 			})
 		}
 		close(start)
@@ -105,36 +103,49 @@ func TestMuxConcurrentCalls(t *testing.T) {
 	}
 }
 
-// TestMuxCancelledAcquire: a waiting acquire whose context ends returns
-// at once and leaves no waiter or holder behind; the connection serves on.
+// TestMuxCancelledAcquire: a waiting acquire whose context ends is
+// withdrawn from the server's queue by the cancellation (the server
+// answers its poll cancelled: client_gone in its metrics) and leaves no
+// waiter or holder behind; the connection serves on. The client's polls
+// wait up to an hour: only the cancellation can end them.
 func TestMuxCancelledAcquire(t *testing.T) {
 	srv := startServer(t)
-	b := newBackend(t, srv)
+	b := newBackend(t, srv, func(c *remote.Config) { c.MaxWait = time.Hour })
 	ctx := context.Background()
+	const gone = `sema_http_requests_total{code="client_gone",route="acquire"}`
+	before := metric(t, srv, gone)
 	req := sema.Request{Name: "mux/cancel", ID: "holder", Limit: 1, Weight: 1, TTL: time.Minute}
 	if _, err := b.TryAcquire(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		// Cancelled, not timed out: the poll's wait_ms is the client's
-		// cap, so only the cancellation can dequeue it soon.
+		// Even rounds cancel once the poll is queued on the server; odd
+		// ones at varying moments, maybe before the poll is sent.
 		wctx, cancel := context.WithCancel(ctx)
-		time.AfterFunc(time.Duration(i)*time.Millisecond, cancel)
 		w := sema.Request{Name: req.Name, ID: fmt.Sprintf("w%d", i), Limit: 1, Weight: 1, TTL: time.Minute}
-		start := time.Now()
-		_, err := b.Acquire(wctx, w)
+		errc := make(chan error, 1)
+		go func() { _, err := b.Acquire(wctx, w); errc <- err }()
+		if i%2 == 0 {
+			testenv.WaitFor(t, "the waiter queued", func() bool {
+				st, err := b.Describe(ctx, req.Name)
+				return err == nil && len(st.Waiters) == 1
+			})
+			cancel()
+		} else {
+			time.AfterFunc(time.Duration(i)*time.Millisecond, cancel)
+		}
+		err := <-errc
 		cancel()
 		if !errors.Is(err, sema.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled acquire: %v", err)
 		}
-		if d := time.Since(start); d > time.Second {
-			t.Fatalf("cancelled acquire returned after %v", d)
+		if st, err := b.Describe(ctx, req.Name); err != nil || len(st.Waiters) != 0 || len(st.Holders) != 1 {
+			t.Fatalf("after cancelled acquire %d: %+v, %v", i, st, err)
 		}
 	}
-	waitFor(t, func() bool {
-		st, err := b.Describe(ctx, req.Name)
-		return err == nil && len(st.Waiters) == 0 && len(st.Holders) == 1
-	})
+	if n := metric(t, srv, gone) - before; n < 10 || n > 20 {
+		t.Fatalf("the server answered %v polls cancelled, want 10 to 20", n)
+	}
 	if err := b.Release(ctx, req.Name, req.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -144,30 +155,28 @@ func TestMuxCancelledAcquire(t *testing.T) {
 }
 
 // TestMuxStalledServer: a call with a deadline to a frozen server fails at
-// its deadline instead of hanging; once the server runs again the
-// connection serves on.
+// its deadline instead of hanging (the client's RequestTimeout is an hour:
+// nothing else could end it); once the server runs again the connection
+// serves on.
 func TestMuxStalledServer(t *testing.T) {
 	srv := startServer(t)
-	b := newBackend(t, srv)
+	b := newBackend(t, srv, func(c *remote.Config) { c.RequestTimeout = time.Hour })
 	ctx := context.Background()
 	req := sema.Request{Name: "mux/stall", ID: "s1", Limit: 1, Weight: 1, TTL: time.Minute}
 	if _, err := b.TryAcquire(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	srv.signal(syscall.SIGSTOP)
-	waitStopped(t, srv.pid()) // kill(2) returns before the process stops
-	start := time.Now()
-	err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(300*time.Millisecond))
-	srv.signal(syscall.SIGCONT)
-	if !errors.Is(err, sema.ErrUnavailable) {
+	srv.Freeze()
+	testenv.WaitFor(t, "the server stopped", srv.Stopped) // kill(2) returns before the process stops
+	released := make(chan error, 1)
+	go func() { released <- b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(300*time.Millisecond)) }()
+	if err := testenv.Await(t, "a release against a frozen server", released); !errors.Is(err, sema.ErrUnavailable) {
 		t.Fatalf("release against a frozen server: %v", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("release hung for %v", d)
-	}
+	srv.Thaw()
 	// The frozen server reads that release once it runs: the lease is
 	// released, or a second release does it.
-	if err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(5*time.Second)); err != nil && !errors.Is(err, sema.ErrNotHeld) {
+	if err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(testenv.HangGuard)); err != nil && !errors.Is(err, sema.ErrNotHeld) {
 		t.Fatalf("release after the server resumed: %v", err)
 	}
 	if st, err := b.Describe(ctx, req.Name); err != nil || len(st.Holders) != 0 {
@@ -193,11 +202,10 @@ func TestMuxServerRestart(t *testing.T) {
 		if _, err := b.TryAcquire(ctx, req); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(5*time.Second)); err != nil {
+		if err := b.ReleaseBy(ctx, req.Name, req.ID, time.Now().Add(testenv.HangGuard)); err != nil {
 			t.Fatalf("release %d: %v", i, err)
 		}
-		srv.kill9()
-		srv.restart()
+		srv.Restart(t, true)
 	}
 	if _, err := b.TryAcquire(ctx, sema.Request{Name: "mux/after", ID: "a", Limit: 1, Weight: 1, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -208,11 +216,11 @@ func TestMuxServerRestart(t *testing.T) {
 }
 
 // TestHTTP11Only: the conformance suite's hot calls also work over plain
-// HTTP/1.1 (a server or proxy that refuses the upgrade).
+// HTTP (a server or proxy that refuses the upgrade).
 func TestHTTP11Only(t *testing.T) {
 	srv := startServer(t)
 	open := func(t *testing.T) sema.Backend {
-		b, err := remote.New(remote.Config{URL: srv.URL()})
+		b, err := remote.New(remote.Config{URL: srv.URL})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,22 +233,8 @@ func TestHTTP11Only(t *testing.T) {
 	})
 }
 
-// waitStopped waits until process pid is stopped (state T in /proc).
-func waitStopped(t *testing.T, pid int) {
-	t.Helper()
-	waitFor(t, func() bool {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return false
-		}
-		// pid (comm) state ...: the state follows the last ')'.
-		i := strings.LastIndexByte(string(b), ')')
-		return i > 0 && i+2 < len(b) && b[i+2] == 'T'
-	})
-}
-
 // TestMuxRefused: a server that refuses the upgrade (here a handler that
-// answers 404 on /v1/mux, as a proxy might) is spoken to in HTTP/1.1.
+// answers 404 on /v1/mux, as a proxy might) is spoken to in HTTP.
 func TestMuxRefused(t *testing.T) {
 	st, err := store.Open(store.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -276,7 +270,7 @@ func TestMuxRefused(t *testing.T) {
 		}
 	}
 	if n := upgrades.Load(); n != 1 {
-		t.Fatalf("upgrade asked %d times; want once (then HTTP/1.1 for a while)", n)
+		t.Fatalf("upgrade asked %d times; want once (then HTTP for a while)", n)
 	}
 	if got := remote.MuxDialed(b); got != 0 {
 		t.Fatalf("sema-mux connections: %d", got)

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,17 +18,15 @@ import (
 type Backend struct {
 	cfg   Config
 	base  *url.URL
-	hc    *http.Client    // Config.HTTPClient, or nil
-	owned *http.Transport // ours (used directly: no redirects, no header copies); nil with Config.HTTPClient
+	hc    *http.Client    // Config.HTTPClient, or one over owned
+	owned *http.Transport // ours; nil with Config.HTTPClient
 	auth  []string        // the Authorization header value, or nil
+	opURL [opRelease + 1]*url.URL
 
-	uAcquire, uRenew, uRelease, uForce, uList, uGuarantees *endpoint
+	uForce, uList, uGuarantees *url.URL
 
-	h1    *h1Pool       // the lean HTTP/1.1 client for plain http; nil otherwise
-	h1hdr []byte        // constant request header lines for h1
-	mux   *muxTransport // acquire, renew and release over sema-mux (mux.go), with h1
-
-	noMux bool // HTTP/1.1 only (tests)
+	mux   *muxTransport // the ops over sema-mux (mux.go); nil behind a proxy or with Config.HTTPClient
+	noMux bool          // HTTP only (tests)
 
 	reached  atomic.Bool // the server has answered at least once
 	closed   atomic.Bool
@@ -60,6 +57,9 @@ func New(cfg Config) (*Backend, error) {
 	cfg = cfg.withDefaults()
 	base, _ := parseBase(cfg.URL)
 	b := &Backend{cfg: cfg, base: base, hc: cfg.HTTPClient}
+	if cfg.Token != "" {
+		b.auth = []string{"Bearer " + cfg.Token}
+	}
 	if b.hc == nil {
 		d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 		b.owned = &http.Transport{
@@ -73,24 +73,17 @@ func New(cfg Config) (*Backend, error) {
 			TLSHandshakeTimeout:   cfg.DialTimeout,
 			ExpectContinueTimeout: time.Second,
 		}
-	}
-	if cfg.Token != "" {
-		b.auth = []string{"Bearer " + cfg.Token}
-	}
-	if b.owned != nil && base.Scheme == "http" {
+		// No redirects: the API has none, and a redirect would drop the token.
+		b.hc = &http.Client{Transport: b.owned, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}}
 		if p, err := b.owned.Proxy(&http.Request{URL: base}); err == nil && p == nil {
-			b.h1 = newH1Pool(hostPort(base), base.Host, cfg.DialTimeout, cfg.MaxIdleConns)
-			b.h1hdr = []byte("Accept: application/json\r\n")
-			if cfg.Token != "" {
-				b.h1hdr = append(b.h1hdr, "Authorization: Bearer "+cfg.Token+"\r\n"...)
-			}
-			b.mux = &muxTransport{p: b.h1,
-				hdr: append(slices.Clip(b.h1hdr), "Connection: Upgrade\r\nUpgrade: "+wire.MuxProtocol+"\r\n"...)}
+			b.mux = newMuxTransport(base, d, cfg.TLSConfig, cfg.Token)
 		}
 	}
-	b.uAcquire = b.endpoint(wire.PathAcquire)
-	b.uRenew = b.endpoint(wire.PathRenew)
-	b.uRelease = b.endpoint(wire.PathRelease)
+	for _, o := range []op{opAcquire, opRenew, opRelease} {
+		b.opURL[o] = b.endpoint(o.path())
+	}
 	b.uForce = b.endpoint(wire.PathForceRelease)
 	b.uList = b.endpoint(wire.PathLocks)
 	b.uGuarantees = b.endpoint(wire.PathGuarantees)
@@ -99,13 +92,13 @@ func New(cfg Config) (*Backend, error) {
 }
 
 // endpoint returns an API path under the base URL.
-func (b *Backend) endpoint(path string) *endpoint {
+func (b *Backend) endpoint(path string) *url.URL {
 	u := *b.base
 	u.Path += path
 	if u.RawPath != "" {
 		u.RawPath += path
 	}
-	return newEndpoint(&u)
+	return &u
 }
 
 // URL returns the server URL the backend talks to.
@@ -120,11 +113,12 @@ func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration)
 	if b.closed.Load() {
 		return sema.Grant{}, sema.ErrClosed
 	}
-	buf := b.bodyBuffer()
-	body := appendRenew(buf.b[:0], name, id, ttl)
+	buf := getBuffer()
+	in := wire.RenewRequest{Name: name, ID: id, TTLMillis: ttlMillis(ttl)}
+	buf.b = in.Append(buf.b[:0])
 	l := wire.Lease{Name: name, ID: id}
-	found, err := b.leaseCall(ctx, "renew", b.uRenew, name, body, id, b.cfg.RequestTimeout, &l)
-	b.bodyDone(buf, body)
+	found, err := b.leaseCall(ctx, opRenew, name, buf.b, id, b.cfg.RequestTimeout, &l)
+	putBuffer(buf)
 	if err != nil {
 		return sema.Grant{}, err
 	}
@@ -170,11 +164,12 @@ func (b *Backend) ReleaseBy(ctx context.Context, name, id string, deadline time.
 }
 
 func (b *Backend) release(ctx context.Context, name, id string, timeout time.Duration) error {
-	buf := b.bodyBuffer()
-	body := appendNameID(buf.b[:0], name, id)
+	buf := getBuffer()
+	in := wire.ReleaseRequest{Name: name, ID: id}
+	buf.b = in.Append(buf.b[:0])
 	var l wire.Lease
-	_, err := b.leaseCall(ctx, "release", b.uRelease, name, body, id, timeout, &l)
-	b.bodyDone(buf, body)
+	_, err := b.leaseCall(ctx, opRelease, name, buf.b, id, timeout, &l)
+	putBuffer(buf)
 	return err
 }
 
@@ -186,22 +181,13 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closeFn()
+	if b.mux != nil {
+		b.mux.close(b.giveBackTimeout())
+	}
 	if b.owned != nil {
 		b.owned.CloseIdleConnections()
 	}
-	if b.h1 != nil {
-		b.mux.close(b.giveBackTimeout())
-		b.h1.close()
-	}
 	return nil
-}
-
-// hostPort returns the address to dial for an http URL.
-func hostPort(u *url.URL) string {
-	if u.Port() != "" {
-		return u.Host
-	}
-	return net.JoinHostPort(u.Hostname(), "80")
 }
 
 // grantOf converts a wire lease.
@@ -212,6 +198,12 @@ func grantOf(l *wire.Lease) sema.Grant {
 		AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt,
 		Waited: waited(l.WaitedMillis),
 	}
+}
+
+// ttlMillis rounds up to whole milliseconds, so the server never expires a
+// lease earlier than the client computed.
+func ttlMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // waited converts fractional milliseconds, clamping junk to [0, 24h].

@@ -10,7 +10,7 @@ import (
 	"github.com/sema-dev/sema"
 )
 
-// BenchmarkDistinct is benchmark (a): 64 clients, each on its own name,
+// BenchmarkDistinct: 64 clients, each on its own name,
 // acquire and release as fast as they can. Metric: pairs/s, and the CPU
 // each pair costs this process and the sema server.
 func BenchmarkDistinct(b *testing.B) {

@@ -15,7 +15,7 @@ import (
 	"github.com/sema-dev/sema/backend/remote"
 )
 
-// clients is the number of concurrent clients of benchmarks (a) and (b).
+// clients is the number of concurrent clients of the rate benchmarks.
 const clients = 64
 
 // drive runs n goroutines that together call op b.N times, and returns the

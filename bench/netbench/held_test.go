@@ -13,14 +13,14 @@ import (
 	"github.com/sema-dev/sema/backend/remote"
 )
 
-// Sizes of benchmark (c).
+// Sizes of BenchmarkHeld.
 const (
 	heldLeases  = 1_000_000
 	heldWorkers = 256
 	waiters     = 10_000
 )
 
-// BenchmarkHeld is benchmark (c), opt-in (SEMA_BENCH_HEAVY=1): a fresh
+// BenchmarkHeld, opt-in (SEMA_BENCH_HEAVY=1): a fresh
 // server holds 1,000,000 leases on distinct names (TTL 1 h, no keepalive)
 // acquired by 256 concurrent clients, then queues 10,000 waiters on one
 // name and lets them through one by one. It fails on any error and reports

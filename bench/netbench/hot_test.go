@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// BenchmarkHotName is benchmark (b): 64 clients take turns on one lock.
+// BenchmarkHotName: 64 clients take turns on one lock.
 // Metrics: handoffs/s (acquisitions by another client than the last
 // holder), acquisitions/s, and the wait for the lock (p50, p99, max).
 func BenchmarkHotName(b *testing.B) {

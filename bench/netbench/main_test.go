@@ -24,6 +24,7 @@ var (
 	pgURL    string
 	heavy    bool
 	srvEnv   []string // extra environment of the sema server
+	baseBin  string   // another sema binary to compare with (BenchmarkJSON)
 	srv      *server  // shared by the light benchmarks
 	srvErr   error    // why srv could not start
 )
@@ -33,6 +34,7 @@ func TestMain(m *testing.M) {
 	pgURL = os.Getenv("SEMA_TEST_POSTGRES_URL")
 	heavy = os.Getenv("SEMA_BENCH_HEAVY") == "1"
 	srvEnv = strings.Fields(os.Getenv("SEMA_BENCH_SERVER_ENV"))
+	baseBin = os.Getenv("SEMA_BENCH_BASE_BIN")
 	dir, err := os.MkdirTemp("", "sema-netbench-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -74,7 +76,10 @@ type server struct {
 
 // startServer starts sema serve on its embedded store (durable: grants are
 // fsynced before they are answered) in dataDir.
-func startServer(dataDir string) (*server, error) {
+func startServer(dataDir string) (*server, error) { return startServerBin(semaBin, dataDir) }
+
+// startServerBin is startServer with the sema binary bin.
+func startServerBin(bin, dataDir string) (*server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -82,7 +87,7 @@ func startServer(dataDir string) (*server, error) {
 	addr := l.Addr().String()
 	l.Close()
 	s := &server{url: "http://" + addr, out: &bytes.Buffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(semaBin, "serve", "--listen", addr, "--data-dir", dataDir)
+	s.cmd = exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir)
 	if len(srvEnv) > 0 {
 		s.cmd.Env = append(os.Environ(), srvEnv...)
 	}

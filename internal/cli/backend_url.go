@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/dsn"
@@ -94,14 +93,4 @@ func openBackend(ctx context.Context, rawURL string, getenv func(string) string)
 // stderrLogger logs warnings and errors as text lines on w.
 func stderrLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-// sanitize makes s printable on one line for tables and messages.
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, s)
 }

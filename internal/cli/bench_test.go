@@ -3,12 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sema-dev/sema/internal/dsn"
 )
@@ -48,73 +45,6 @@ func fileBackendOK(u string) bool {
 	return true
 }
 
-// TestPivotDetectsLostUpdates: without a lock the read-modify-write of the
-// global file loses updates, and runPivot reports it: the check can fail.
-func TestPivotDetectsLostUpdates(t *testing.T) {
-	t.Parallel()
-	o := pivotOptions{workers: 8, interval: 0, duration: 300 * time.Millisecond, payload: 64, dir: t.TempDir(), getenv: os.Getenv}
-	_, err := runPivot(context.Background(), o, 1, "none", "global")
-	if !errors.Is(err, errLostUpdates) {
-		t.Fatalf("runPivot with no lock: err %v, want lost updates", err)
-	}
-}
-
-func TestSummarize(t *testing.T) {
-	var ws []time.Duration
-	for i := 1; i <= 200; i++ {
-		ws = append(ws, time.Duration(i)*time.Millisecond)
-	}
-	r := summarize(ws)
-	if r.n != 200 || r.p99 != 198*time.Millisecond || r.max != 200*time.Millisecond || r.avg != 100500*time.Microsecond {
-		t.Fatalf("%+v", r)
-	}
-	if r := summarize([]time.Duration{5}); r.p99 != 5 || r.avg != 5 || r.p99lo != 5 || r.p99hi != 5 {
-		t.Fatalf("%+v", r)
-	}
-}
-
-// The p99's confidence interval: the order statistics around rank 0.99n,
-// about ±1.96·sqrt(n·0.99·0.01) ranks away, within the samples.
-func TestQuantileCI(t *testing.T) {
-	for _, c := range []struct{ n, lo, hi int }{
-		{1, 0, 0},
-		{100, 96, 99},      // ±1.95 ranks around 99
-		{1600, 1575, 1591}, // ±7.8 ranks around 1584
-		{10000, 9879, 9919},
-	} {
-		lo, hi := quantileCI(c.n, 0.99)
-		if lo != c.lo || hi != c.hi {
-			t.Errorf("quantileCI(%d, 0.99) = %d, %d; want %d, %d", c.n, lo, hi, c.lo, c.hi)
-		}
-		if i := (c.n*99+99)/100 - 1; i < lo || i > hi {
-			t.Errorf("n=%d: the p99's rank %d is outside [%d, %d]", c.n, i, lo, hi)
-		}
-	}
-	ws := make([]time.Duration, 1000)
-	for i := range ws {
-		ws[i] = time.Duration(i+1) * time.Microsecond
-	}
-	r := summarize(ws)
-	if r.p99lo > r.p99 || r.p99 > r.p99hi || r.p99hi > r.max {
-		t.Fatalf("%+v", r)
-	}
-}
-
-// Rounds interleave the locks: each configuration's waits come from every
-// round, and every round checks the files for lost updates.
-func TestPivotRounds(t *testing.T) {
-	t.Parallel()
-	o := pivotOptions{workers: 4, interval: time.Millisecond, duration: 200 * time.Millisecond, rounds: 4,
-		payload: 64, dir: t.TempDir(), backend: "mem://", locks: []string{"sema", "flock"}, getenv: os.Getenv}
-	rs, err := runPivotRounds(context.Background(), o, 3, "sharded")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rs) != 2 || rs[0].n == 0 || rs[1].n == 0 {
-		t.Fatalf("results %+v", rs)
-	}
-}
-
 func TestBenchPivotUsage(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
@@ -127,6 +57,12 @@ func TestBenchPivotUsage(t *testing.T) {
 		{"bench", "pivot", "--rounds", "0"},
 		{"bench", "pivot", "--locks", "redis"},
 		{"bench", "pivot", "extra"},
+		{"bench", "contend", "--procs", "0"},
+		{"bench", "contend", "--procs", "2,x"},
+		{"bench", "contend", "--rounds", "0"},
+		{"bench", "contend", "--backend", "mem://"},
+		{"bench", "contend", "--locks", "none"},
+		{"bench", "contend", "extra"},
 	} {
 		var errb bytes.Buffer
 		env := &Env{Stdout: &bytes.Buffer{}, Stderr: &errb, Getenv: func(string) string { return "" }}
@@ -134,4 +70,28 @@ func TestBenchPivotUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errb.String())
 		}
 	}
+}
+
+// TestBenchContendSmoke runs a tiny contend benchmark through the sema
+// binary: its worker processes are that binary again, and so are the
+// sema run loops; every round's count is checked.
+func TestBenchContendSmoke(t *testing.T) {
+	t.Parallel()
+	fileBackend(t) // skips the test without one
+	out, stderr, code := runSema(t, "", "bench", "contend", "--procs", "2,3", "--increments", "60", "--rounds", "2",
+		"--handoffs", "10", "--cli-loops", "3", "--cli-runs", "2", "--dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d; stderr: %s", code, stderr)
+	}
+	for _, want := range []string{"incr/s", "hand-off with one waiter", "shell loops", "sema run", "load average after"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// 2 P × 2 rounds × 2 locks, 2 hand-off rounds × 2 locks, 2 shell rounds
+	// × 2 commands (1 without flock(1) on the host)
+	if n := strings.Count(stderr, "counter exact"); n != 16 && n != 14 {
+		t.Errorf("%d rounds checked:\n%s", n, stderr)
+	}
+	t.Logf("%s", out)
 }

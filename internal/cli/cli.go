@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/sema-dev/sema/internal/supervise"
 )
 
 // Exit codes. A child's own exit status passes through `sema run`
@@ -17,14 +19,14 @@ import (
 // sema's own.
 const (
 	ExitOK          = 0
-	ExitFailure     = 1   // the command ran but found nothing to act on (e.g. release: nothing held)
-	ExitUsage       = 64  // bad flags or arguments (EX_USAGE)
-	ExitBackend     = 69  // backend unreachable or failing (EX_UNAVAILABLE)
-	ExitNotAcquired = 75  // the lock was held: --no-wait or --wait expired (EX_TEMPFAIL)
-	ExitLeaseLost   = 76  // the lease was lost while the command ran
-	ExitInternal    = 70  // a bug (EX_SOFTWARE)
-	ExitCannotExec  = 126 // sema run: the command exists but cannot be executed (as in the shell)
-	ExitNotFound    = 127 // sema run: the command was not found (as in the shell)
+	ExitFailure     = 1                         // the command ran but found nothing to act on (e.g. release: nothing held)
+	ExitUsage       = supervise.ExitUsage       // bad flags or arguments (EX_USAGE)
+	ExitBackend     = supervise.ExitBackend     // backend unreachable or failing (EX_UNAVAILABLE)
+	ExitNotAcquired = supervise.ExitNotAcquired // the lock was held: --no-wait or --wait expired (EX_TEMPFAIL)
+	ExitLeaseLost   = supervise.ExitLeaseLost   // the lease was lost while the command ran
+	ExitInternal    = supervise.ExitInternal    // a bug (EX_SOFTWARE)
+	ExitCannotExec  = supervise.ExitCannotExec  // sema run: the command exists but cannot be executed (as in the shell)
+	ExitNotFound    = supervise.ExitNotFound    // sema run: the command was not found (as in the shell)
 )
 
 // Env is what a command sees of the outside world.
@@ -44,19 +46,15 @@ type command struct {
 
 // commands is the explicit table of subcommands (no init registration).
 func commands() []*command {
-	return []*command{versionCmd, runCmd, lsCmd, statusCmd, releaseCmd, serveCmd, benchCmd, superviseCmd}
+	return []*command{versionCmd, runCmd, lsCmd, statusCmd, releaseCmd, serveCmd, benchCmd, superviseCmd, contendWorkerCmd}
 }
 
 // Main runs the sema command line with args (without the program name) and
 // returns the exit code.
 func Main(args []string) int {
-	for _, s := range forwardedSignals {
-		if signal.Ignored(s) {
-			startIgnored[s] = true
-		}
-	}
+	supervise.NoteIgnored()
 	ctx, stop := context.Background(), func() {}
-	if sigs := catchable(os.Interrupt, syscall.SIGTERM); len(sigs) > 0 {
+	if sigs := supervise.Catchable(os.Interrupt, syscall.SIGTERM); len(sigs) > 0 {
 		ctx, stop = signal.NotifyContext(ctx, sigs...)
 	}
 	defer stop()

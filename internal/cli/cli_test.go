@@ -154,8 +154,9 @@ func processRunning(pid int) bool {
 	if err != nil {
 		return false
 	}
-	state, _, ok := parseStat(b)
-	return ok && state != 'Z' && state != 'X'
+	// "pid (comm) state ...": comm may hold spaces and parens.
+	f := bytes.Fields(b[bytes.LastIndexByte(b, ')')+1:])
+	return len(f) > 0 && f[0][0] != 'Z' && f[0][0] != 'X'
 }
 
 func pids(t *testing.T, s string) []int {

@@ -5,13 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/supervise"
 )
 
 // errUsage marks an error in the command line: exit code ExitUsage.
@@ -121,44 +119,16 @@ func (f *durationFlag) Set(s string) error {
 	return nil
 }
 
-// exitCodeFor maps an error from the library or the backend to an exit code.
+// exitCodeFor maps an error from the command line, the library or the
+// backend to an exit code.
 func exitCodeFor(err error) int {
-	switch {
-	case err == nil:
-		return ExitOK
-	case errors.Is(err, errUsage), errors.Is(err, sema.ErrInvalidArgument),
-		errors.Is(err, sema.ErrInvalidName), errors.Is(err, sema.ErrLimitMismatch):
+	if errors.Is(err, errUsage) {
 		return ExitUsage
-	case errors.Is(err, sema.ErrNotAcquired):
-		return ExitNotAcquired
-	case errors.Is(err, sema.ErrLeaseLost):
-		return ExitLeaseLost
-	case errors.Is(err, sema.ErrNotHeld):
-		return ExitFailure
 	}
-	return ExitBackend
+	return supervise.ExitCode(err)
 }
 
 // errMessage renders err for the user without the internal usage marker.
 func errMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
-}
-
-// forwardedSignals are the signals sema run passes on to its job.
-var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
-
-// startIgnored holds the signals this process inherited as ignored (nohup,
-// "cmd &" in a script without job control). They stay ignored: sema run
-// neither catches nor forwards them, and its job inherits them ignored.
-var startIgnored = map[os.Signal]bool{}
-
-// catchable returns the signals of sigs that were not ignored at start.
-func catchable(sigs ...os.Signal) []os.Signal {
-	var out []os.Signal
-	for _, s := range sigs {
-		if !startIgnored[s] {
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/human"
 )
 
 const lsSynopsis = "sema ls [flags] [PREFIX]"
@@ -60,9 +61,9 @@ func printList(w io.Writer, sts []sema.Status) {
 	for _, st := range sts {
 		oldest := "-"
 		if h, ok := oldestHolder(st.Holders); ok {
-			oldest = fmt.Sprintf("%s (%s)", sanitize(h.Owner), age(h.AcquiredAt))
+			oldest = fmt.Sprintf("%s (%s)", human.Line(h.Owner), human.Age(h.AcquiredAt))
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%d\t%d\t%s\n", sanitize(st.Name), st.Used, st.Limit,
+		fmt.Fprintf(tw, "%s\t%d/%d\t%d\t%d\t%s\n", human.Line(st.Name), st.Used, st.Limit,
 			len(st.Holders), len(st.Waiters), oldest)
 	}
 	tw.Flush()
@@ -89,23 +90,6 @@ func writeJSON(env *Env, v any) int {
 		return ExitInternal
 	}
 	return ExitOK
-}
-
-// age renders how long ago t was, rounded for humans.
-func age(t time.Time) string {
-	if t.IsZero() {
-		return "?"
-	}
-	d := time.Since(t)
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
 }
 
 // until renders how long until t, for expiry columns.

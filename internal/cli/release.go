@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/human"
 )
 
 const releaseSynopsis = "sema release --force [--lease ID] NAME"
@@ -49,20 +50,20 @@ var releaseCmd = &command{
 		hs, err := c.ForceRelease(ctx, name, *id)
 		for _, h := range hs {
 			fmt.Fprintf(env.Stdout, "released %q lease %s (owner %s, token %d, weight %d, held for %s)\n",
-				sanitize(name), h.ID, sanitize(h.Owner), h.Token, h.Weight, age(h.AcquiredAt))
+				human.Line(name), h.ID, human.Line(h.Owner), h.Token, h.Weight, human.Age(h.AcquiredAt))
 		}
 		switch {
 		case errors.Is(err, sema.ErrNotHeld) && *id != "":
-			fmt.Fprintf(env.Stderr, "sema release: %q has no lease %s: nothing released\n", sanitize(name), *id)
+			fmt.Fprintf(env.Stderr, "sema release: %q has no lease %s: nothing released\n", human.Line(name), *id)
 			return ExitFailure
 		case errors.Is(err, sema.ErrNotHeld):
-			fmt.Fprintf(env.Stderr, "sema release: %q is not held: nothing released\n", sanitize(name))
+			fmt.Fprintf(env.Stderr, "sema release: %q is not held: nothing released\n", human.Line(name))
 			return ExitFailure
 		case err != nil:
 			fmt.Fprintf(env.Stderr, "sema release: %s\n", errMessage(err))
 			return exitCodeFor(err)
 		case len(hs) == 0:
-			fmt.Fprintf(env.Stderr, "sema release: %q is not held: nothing released\n", sanitize(name))
+			fmt.Fprintf(env.Stderr, "sema release: %q is not held: nothing released\n", human.Line(name))
 			return ExitFailure
 		}
 		return ExitOK

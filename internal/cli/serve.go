@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -39,6 +38,9 @@ type serveOptions struct {
 	snapshotBytes              int64
 	procs                      int
 	logLevel                   string
+	maxWaiters, maxWaitersPer  int
+	maxConnsPer                int
+	acceptDataLoss             bool
 }
 
 func runServe(ctx context.Context, env *Env, args []string) int {
@@ -53,6 +55,10 @@ func runServe(ctx context.Context, env *Env, args []string) int {
 	fs.DurationVar(&o.heartbeat, "heartbeat", server.DefaultHeartbeat, "long-poll heartbeat `interval`")
 	fs.DurationVar(&o.maxWait, "max-wait", server.DefaultMaxWait, "cap on an acquire's wait_ms")
 	fs.Int64Var(&o.snapshotBytes, "snapshot-bytes", store.DefaultSnapshotBytes, "log growth (`bytes`) after which the embedded store snapshots and truncates its log")
+	fs.IntVar(&o.maxWaiters, "max-waiters", server.DefaultMaxWaiters, "waiting acquires the server keeps at once; more are refused (too_many_waiters)")
+	fs.IntVar(&o.maxWaitersPer, "max-waiters-per-client", server.DefaultMaxWaitersPerPrincipal, "waiting acquires one client (token, or address without tokens) may have at once")
+	fs.IntVar(&o.maxConnsPer, "max-mux-conns-per-client", server.DefaultMaxConnsPerPrincipal, "sema-mux connections one client may hold open")
+	fs.BoolVar(&o.acceptDataLoss, "accept-data-loss", false, "start even if the embedded store's log lost records (it ends below its last token reservation)")
 	fs.IntVar(&o.procs, "procs", 0, "`CPUs` that run the server's Go code at once (GOMAXPROCS); 0: $GOMAXPROCS if set, else half the CPUs, at least 1")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	if code, done := parseFlags(fs, args); done {
@@ -78,13 +84,8 @@ func serve(ctx context.Context, env *Env, o *serveOptions) error {
 
 	var tokens []server.Token
 	if o.tokenFile != "" {
-		f, err := os.Open(o.tokenFile)
-		if err != nil {
-			return usageError("--token-file: %v", err)
-		}
-		tokens, err = server.ParseTokens(f)
-		f.Close()
-		if err != nil {
+		var err error
+		if tokens, err = server.LoadTokens(o.tokenFile); err != nil {
 			return usageError("--token-file %s: %s", o.tokenFile, err)
 		}
 		if len(tokens) == 0 {
@@ -114,6 +115,9 @@ func serve(ctx context.Context, env *Env, o *serveOptions) error {
 	if o.procs < 0 {
 		return usageError("--procs must be at least 0")
 	}
+	if o.maxWaiters < 1 || o.maxWaitersPer < 1 || o.maxConnsPer < 1 {
+		return usageError("--max-waiters, --max-waiters-per-client and --max-mux-conns-per-client must be at least 1")
+	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(serveProcs(env, o.procs)))
 
 	b, label, err := openServed(ctx, env, o, logger)
@@ -126,7 +130,8 @@ func serve(ctx context.Context, env *Env, o *serveOptions) error {
 		}
 	}()
 	srv, err := server.New(server.Config{Backend: b, Tokens: tokens, Heartbeat: o.heartbeat,
-		MaxWait: o.maxWait, Logger: logger})
+		MaxWait: o.maxWait, Logger: logger, MaxWaiters: o.maxWaiters,
+		MaxWaitersPerPrincipal: min(o.maxWaitersPer, o.maxWaiters), MaxConnsPerPrincipal: o.maxConnsPer})
 	if err != nil {
 		return err
 	}
@@ -143,7 +148,12 @@ func serve(ctx context.Context, env *Env, o *serveOptions) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          log.New(&slogWriter{logger}, "", 0),
+		Protocols:         new(http.Protocols),
 	}
+	// HTTP/1.1, HTTP/2 over TLS, and h2c (HTTP/2 by prior knowledge).
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetHTTP2(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
 	hs.RegisterOnShutdown(srv.Close)
 	scheme := "http"
 	if tlsConf != nil {
@@ -166,10 +176,10 @@ func serve(ctx context.Context, env *Env, o *serveOptions) error {
 		logger.Warn("sema serve: connections still open at shutdown", "err", err)
 		hs.Close()
 	}
-	// The connections the server took over from hs: hs.Shutdown does not
-	// know them. Wait for their last answers before the backend closes.
+	// The sema-mux connections: hs.Shutdown does not know them. Wait for
+	// their last answers before the backend closes.
 	if err := srv.Shutdown(sctx); err != nil {
-		logger.Warn("sema serve: taken-over connections still open at shutdown", "err", err)
+		logger.Warn("sema serve: sema-mux connections still open at shutdown", "err", err)
 	}
 	return nil
 }
@@ -181,9 +191,8 @@ func serve(ctx context.Context, env *Env, o *serveOptions) error {
 // Why not all of them: every grant is serialized on the store's lock, and
 // most of a request's cost is the kernel's (loopback TCP, fsync). A second
 // P then mostly spins looking for work and wakes threads, on CPUs that a
-// server usually shares with its clients or other services. The README's
-// benchmark section has what one P instead of two measured on 2 CPUs;
-// hosts with more CPUs were not measured.
+// server usually shares with its clients or other services. Hosts with more
+// CPUs were not measured.
 func serveProcs(env *Env, procs int) int {
 	switch {
 	case procs > 0:
@@ -212,7 +221,8 @@ func openServed(ctx context.Context, env *Env, o *serveOptions, logger *slog.Log
 			return nil, "", err
 		}
 	}
-	st, err := store.Open(store.Config{Dir: dir, Logger: logger, SnapshotBytes: o.snapshotBytes})
+	st, err := store.Open(store.Config{Dir: dir, Logger: logger, SnapshotBytes: o.snapshotBytes,
+		AcceptDataLoss: o.acceptDataLoss})
 	return st, dir, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/human"
 )
 
 const statusSynopsis = "sema status [flags] NAME"
@@ -60,17 +61,17 @@ var statusCmd = &command{
 
 func printStatus(w io.Writer, st sema.Status) {
 	if len(st.Holders) == 0 && len(st.Waiters) == 0 {
-		fmt.Fprintf(w, "%s: not held, nobody waiting\n", sanitize(st.Name))
+		fmt.Fprintf(w, "%s: not held, nobody waiting\n", human.Line(st.Name))
 		return
 	}
-	fmt.Fprintf(w, "%s: %d/%d used, %d holder(s), %d waiter(s)\n", sanitize(st.Name), st.Used, st.Limit, len(st.Holders), len(st.Waiters))
+	fmt.Fprintf(w, "%s: %d/%d used, %d holder(s), %d waiter(s)\n", human.Line(st.Name), st.Used, st.Limit, len(st.Holders), len(st.Waiters))
 	if len(st.Holders) > 0 {
 		fmt.Fprintln(w, "\nholders:")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  LEASE\tOWNER\tTOKEN\tWEIGHT\tHELD FOR\tEXPIRES\tHOST\tPID")
 		for _, h := range st.Holders {
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", dash(h.ID), dash(sanitize(h.Owner)), h.Token, h.Weight,
-				age(h.AcquiredAt), until(h.ExpiresAt), dash(sanitize(h.Host)), pid(h.PID))
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", dash(h.ID), dash(human.Line(h.Owner)), h.Token, h.Weight,
+				human.Age(h.AcquiredAt), until(h.ExpiresAt), dash(human.Line(h.Host)), pid(h.PID))
 		}
 		tw.Flush()
 	}
@@ -79,7 +80,7 @@ func printStatus(w io.Writer, st sema.Status) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  OWNER\tWEIGHT\tWAITING FOR\tHOST\tPID")
 		for _, q := range st.Waiters {
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\n", dash(sanitize(q.Owner)), q.Weight, age(q.Since), dash(sanitize(q.Host)), pid(q.PID))
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\n", dash(human.Line(q.Owner)), q.Weight, human.Age(q.Since), dash(human.Line(q.Host)), pid(q.PID))
 		}
 		tw.Flush()
 	}

@@ -1,13 +1,16 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/mem"
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -103,9 +106,11 @@ func TestRolesAndBinding(t *testing.T) {
 	ts := newTS(t, testTokens, nil)
 	l := ts.mustAcquire(aliceTok, wire.AcquireRequest{Name: "bound"})
 	// Another client token may neither renew nor release it, nor steal it
-	// by repeating its id.
-	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "bound", ID: l.ID}), 403, wire.CodeForbidden)
-	wantErr(t, ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: "bound", ID: l.ID}), 403, wire.CodeForbidden)
+	// by repeating its id; its lease looks to it like an unknown id.
+	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "bound", ID: l.ID}), 404, wire.CodeNotHeld)
+	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "bound", ID: "unknown"}), 404, wire.CodeNotHeld)
+	wantErr(t, ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: "bound", ID: l.ID}), 410, wire.CodeLeaseLost)
+	wantErr(t, ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: "bound", ID: "unknown"}), 410, wire.CodeLeaseLost)
 	wantErr(t, ts.acquire(bobTok, wire.AcquireRequest{Name: "bound", ID: l.ID}), 403, wire.CodeForbidden)
 	// Clients may not list or force-release.
 	wantErr(t, ts.do("GET", wire.PathLocks, aliceTok, nil), 403, wire.CodeForbidden)
@@ -129,10 +134,11 @@ func TestRolesAndBinding(t *testing.T) {
 func TestOtherBackend(t *testing.T) {
 	ts := newTS(t, testTokens, mem.New())
 	l := ts.mustAcquire(aliceTok, wire.AcquireRequest{Name: "m", Limit: 1})
-	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "m", ID: l.ID}), 403, wire.CodeForbidden)
+	wantErr(t, ts.do("POST", wire.PathRelease, bobTok, wire.ReleaseRequest{Name: "m", ID: l.ID}), 404, wire.CodeNotHeld)
+	wantErr(t, ts.do("POST", wire.PathRenew, bobTok, wire.RenewRequest{Name: "m", ID: l.ID}), 410, wire.CodeLeaseLost)
 	done := make(chan reply, 1)
 	go func() { done <- ts.acquire(bobTok, wire.AcquireRequest{Name: "m", WaitMillis: 10000}) }()
-	eventually(t, "bob queued", func() bool { return len(ts.describe(adminTok, "m").Waiters) == 1 })
+	testenv.WaitFor(t, "bob queued", func() bool { return len(ts.describe(adminTok, "m").Waiters) == 1 })
 	if r := ts.do("POST", wire.PathRelease, aliceTok, wire.ReleaseRequest{Name: "m", ID: l.ID}); r.status != 200 {
 		t.Fatalf("release: %d %s", r.status, r.raw)
 	}
@@ -173,4 +179,46 @@ func TestOtherBackendPolling(t *testing.T) {
 	wantErr(t, ts.acquire("", wire.AcquireRequest{Name: "p", WaitMillis: 50}), 409, wire.CodeNotAcquired)
 	// No force-release on this backend.
 	wantErr(t, ts.do("POST", wire.PathForceRelease, "", wire.ForceReleaseRequest{Name: "p"}), 400, wire.CodeInvalidArgument)
+}
+
+// gated holds the first TryAcquire at the backend until a second one
+// arrives (or a moment has passed): two acquires are then in flight at
+// once.
+type gated struct {
+	sema.Backend
+	calls atomic.Int32
+	both  chan struct{}
+}
+
+func (g *gated) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant, error) {
+	if g.calls.Add(1) == 1 {
+		select {
+		case <-g.both:
+		case <-time.After(500 * time.Millisecond):
+		}
+	} else {
+		close(g.both)
+	}
+	return g.Backend.TryAcquire(ctx, req)
+}
+
+// TestOtherBackendBindsAtomically: two tokens racing to acquire one lease
+// id on a served backend cannot both get it.
+func TestOtherBackendBindsAtomically(t *testing.T) {
+	ts := newTS(t, testTokens, &gated{Backend: mem.New(), both: make(chan struct{})})
+	res := make(chan reply, 2)
+	for _, tok := range []string{aliceTok, bobTok} {
+		go func() { res <- ts.acquire(tok, wire.AcquireRequest{Name: "race", ID: "contested"}) }()
+	}
+	won := 0
+	for range 2 {
+		if r := <-res; r.status == 200 {
+			won++
+		} else {
+			wantErr(t, r, 403, wire.CodeForbidden)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d tokens got lease id \"contested\", want 1", won)
+	}
 }

@@ -2,12 +2,15 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"strings"
 
 	"github.com/sema-dev/sema"
@@ -57,12 +60,43 @@ func (t Token) validate() error {
 	return nil
 }
 
+// LoadTokens reads the token file at path (ParseTokens). A file that
+// group or others may read or write is refused: its tokens would be
+// anybody's on the host.
+func LoadTokens(path string) ([]Token, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w: token file: %w", sema.ErrInvalidArgument, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w: token file: %w", sema.ErrInvalidArgument, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
+		return nil, fmt.Errorf("server: %w: token file %s has mode %v: other users may read it; "+
+			"make it private (chmod 600)", sema.ErrPermission, path, perm)
+	}
+	return ParseTokens(f)
+}
+
+// maxTokenFile bounds a token file.
+const maxTokenFile = 1 << 20
+
 // ParseTokens reads a token file: one "role token" pair per line, role
 // "client" or "admin"; blank lines and lines starting with # are ignored.
-// Errors name the line, never the token.
+// A file over 1 MiB is refused whole (its last line might hold a cut
+// token). Errors name the line, never the token.
 func ParseTokens(r io.Reader) ([]Token, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxTokenFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("server: %w: token file: %w", sema.ErrInvalidArgument, err)
+	}
+	if len(data) > maxTokenFile {
+		return nil, fmt.Errorf("server: %w: token file larger than %d bytes", sema.ErrInvalidArgument, maxTokenFile)
+	}
 	var out []Token
-	sc := bufio.NewScanner(io.LimitReader(r, 1<<20))
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -110,6 +144,20 @@ func NeedsAuth(addr string) bool {
 type caller struct {
 	store.Caller
 	role Role
+	key  string // whose waiters and connections it counts toward (limits.go)
+}
+
+// limitKey is whom a request's waiters and connections count toward: its
+// token's principal, or without tokens the client's IP address.
+func limitKey(who caller, r *http.Request) string {
+	if who.Principal != "" {
+		return who.Principal
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "addr " + host
 }
 
 type credentials map[[sha256.Size]byte]caller
@@ -142,19 +190,5 @@ func (c credentials) authenticate(r *http.Request) (caller, bool) {
 		return caller{}, false
 	}
 	who, ok := c[sha256.Sum256([]byte(h[len(prefix):]))]
-	return who, ok
-}
-
-// authenticateBytes is authenticate of an Authorization value (nil if
-// absent), for taken-over connections.
-func (c credentials) authenticateBytes(h []byte) (caller, bool) {
-	if c == nil {
-		return anonymousAdmin, true
-	}
-	const prefix = "Bearer "
-	if len(h) <= len(prefix) || !strings.EqualFold(string(h[:len(prefix)]), prefix) {
-		return caller{}, false
-	}
-	who, ok := c[sha256.Sum256(h[len(prefix):])]
 	return who, ok
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -57,8 +58,8 @@ func cpuTime(pid int) time.Duration {
 }
 
 // reportServerCPU reports the server process's CPU time per op.
-func reportServerCPU(b *testing.B, p *proc, before time.Duration) {
-	b.ReportMetric(float64((cpuTime(p.cmd.Process.Pid)-before).Microseconds())/float64(b.N), "server-µs/op")
+func reportServerCPU(b *testing.B, p *testenv.Sema, before time.Duration) {
+	b.ReportMetric(float64((cpuTime(p.PID())-before).Microseconds())/float64(b.N), "server-µs/op")
 }
 
 // runLoad runs clients goroutines, each calling op b.N/clients times.
@@ -92,16 +93,16 @@ func runLoad(b *testing.B, clients int, op func(client, i int) error) {
 // op is an acquire+release pair.
 func BenchmarkServeDistinctNames(b *testing.B) {
 	const clients = 64
-	p := startServe(b, b.TempDir())
+	p := testenv.StartSema(b, testenv.SemaOptions{})
 	c := loadClient(clients)
-	defer func(cpu time.Duration) { reportServerCPU(b, p, cpu) }(cpuTime(p.cmd.Process.Pid))
+	defer func(cpu time.Duration) { reportServerCPU(b, p, cpu) }(cpuTime(p.PID()))
 	runLoad(b, clients, func(cl, i int) error {
 		name := fmt.Sprintf("bench/distinct/%d", cl)
-		env, err := post(c, p.url+wire.PathAcquire, fmt.Appendf(nil, `{"name":%q,"ttl_ms":30000}`, name))
+		env, err := post(c, p.URL+wire.PathAcquire, fmt.Appendf(nil, `{"name":%q,"ttl_ms":30000}`, name))
 		if err != nil {
 			return err
 		}
-		_, err = post(c, p.url+wire.PathRelease, fmt.Appendf(nil, `{"name":%q,"id":%q}`, name, env.Lease.ID))
+		_, err = post(c, p.URL+wire.PathRelease, fmt.Appendf(nil, `{"name":%q,"id":%q}`, name, env.Lease.ID))
 		return err
 	})
 }
@@ -110,34 +111,48 @@ func BenchmarkServeDistinctNames(b *testing.B) {
 // handoff (a grant to a waiter, then its release).
 func BenchmarkServeHotName(b *testing.B) {
 	const clients = 64
-	p := startServe(b, b.TempDir())
+	p := testenv.StartSema(b, testenv.SemaOptions{})
 	c := loadClient(clients)
-	defer func(cpu time.Duration) { reportServerCPU(b, p, cpu) }(cpuTime(p.cmd.Process.Pid))
+	defer func(cpu time.Duration) { reportServerCPU(b, p, cpu) }(cpuTime(p.PID()))
 	acq := []byte(`{"name":"bench/hot","ttl_ms":30000,"wait_ms":60000}`)
 	runLoad(b, clients, func(cl, i int) error {
-		env, err := post(c, p.url+wire.PathAcquire, acq)
+		env, err := post(c, p.URL+wire.PathAcquire, acq)
 		if err != nil {
 			return err
 		}
-		_, err = post(c, p.url+wire.PathRelease, fmt.Appendf(nil, `{"name":"bench/hot","id":%q}`, env.Lease.ID))
+		_, err = post(c, p.URL+wire.PathRelease, fmt.Appendf(nil, `{"name":"bench/hot","id":%q}`, env.Lease.ID))
 		return err
 	})
 }
 
 // BenchmarkInProcessDistinct is BenchmarkServeDistinctNames with the
-// server in the benchmark's process (for profiling).
+// server in the benchmark's process (for profiling), driven by the JSON
+// benchmark's client (bench/netbench), so that the profile shows the
+// server rather than an HTTP client.
 func BenchmarkInProcessDistinct(b *testing.B) {
 	const clients = 64
 	ts := newTS(b, nil, nil)
-	c := loadClient(clients)
-	runLoad(b, clients, func(cl, i int) error {
-		name := fmt.Sprintf("bench/distinct/%d", cl)
-		env, err := post(c, ts.url+wire.PathAcquire, fmt.Appendf(nil, `{"name":%q,"ttl_ms":30000}`, name))
+	type conn struct {
+		*testenv.JSONClient
+		acquire, release []byte
+	}
+	conns := make([]conn, clients)
+	for i := range conns {
+		c, err := testenv.DialJSON(ts.url)
 		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		name := fmt.Sprintf("bench/distinct/%d", i)
+		conns[i] = conn{c, c.Post(wire.PathAcquire, fmt.Sprintf(`{"name":%q,"id":"w%d","ttl_ms":15000}`, name, i)),
+			c.Post(wire.PathRelease, fmt.Sprintf(`{"name":%q,"id":"w%d"}`, name, i))}
+	}
+	runLoad(b, clients, func(cl, i int) error {
+		c := conns[cl]
+		if err := c.Call(c.acquire); err != nil {
 			return err
 		}
-		_, err = post(c, ts.url+wire.PathRelease, fmt.Appendf(nil, `{"name":%q,"id":%q}`, name, env.Lease.ID))
-		return err
+		return c.Call(c.release)
 	})
 	reportStore(b, ts)
 }

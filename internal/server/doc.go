@@ -3,48 +3,58 @@
 // store of package store. The CLI (`sema serve`) owns the listener, TLS,
 // signals and the backend's lifetime.
 //
+// # Transports
+//
+// The JSON API, for every language and for curl, is served by net/http
+// alone: HTTP/1.1, HTTP/2 over TLS, and h2c (HTTP/2 without TLS, by prior
+// knowledge) when the http.Server allows it, as sema serve does. Go clients carry their acquires, renewals
+// and releases on sema-mux/1 (GET /v1/mux with Upgrade, over plain HTTP/1.1
+// or TLS; framing in internal/wire/mux.go): one connection per client
+// process, calls tagged and answered in any order, each frame's op mapped
+// to its call (mux.go). Both transports serve the same calls (calls.go).
+//
 // # Requests
 //
-// Bodies are bounded (64 KiB, http.MaxBytesReader), decoded with unknown
-// fields refused, and validated with the root package's validators before
-// they reach the backend. Every error is an envelope with a stable code
-// (wire.HTTPStatus is the table). Lease answers are encoded without
-// reflection on the hot path.
+// Bodies are read whole and bounded (64 KiB: http.MaxBytesReader, or the
+// sema-mux frame), decoded with unknown fields refused (wire.Decode) and
+// validated with the root package's validators before they reach the
+// engine. Every error is an envelope with a stable code (wire.HTTPStatus
+// is the table). Lease answers are encoded without reflection
+// (wire.AppendLease).
 //
-// # Connections
+// # Waiting
 //
-// After net/http has answered a hot request (acquire, renew, release) on
-// a plain-HTTP/1.1 keep-alive connection, the server hijacks the
-// connection and serves its next requests itself (h1conn.go): its own
-// parser for the plain head our clients send (fuzzed against net/http's),
-// one write(2) per answer (raw system calls the scheduler does not hear
-// about: internal/rawio says why), the http.Server's timeouts, and net/http's
-// http.ReadRequest plus the same handlers for everything else. TLS stays
-// with net/http. Shutdown waits for these connections; http.Server's own
-// Shutdown does not know them.
+// The server waits in one way (wait.go): an acquire is a poll on the
+// engine's asynchronous acquire, answered exactly once by whoever decides
+// it — the engine's grant (once durable) or refusal, its wait_ms running
+// out, the client leaving or cancelling, the server shutting down —
+// without a goroutine of its own. The engine (engine.go) is the embedded
+// store, which queues waiters FIFO itself, or any sema.Backend
+// (backend.go), waited for on its Blocker or by polling on its events.
 //
-// sema-mux/1 (GET /v1/mux with Upgrade, internal/wire/mux.go) carries a
-// client's acquires, renewals and releases on one connection, tagged and
-// answered in any order (mux.go): one goroutine per connection serves the
-// frames of each read and writes their answers, with the grants its
-// releases hand to polls of the same connection, in one write; polls and
-// even immediate grants wait for the store without blocking it
-// (store.AcquireDeferred), and answers from other goroutines are written
-// without blocking them (a flusher goroutine takes what the socket does
-// not). The Go client uses it for http:// URLs.
+// An HTTP acquire with wait_ms > 0 is a long poll, capped by
+// Config.MaxWait: after one heartbeat interval without an outcome the
+// server commits 200 and writes a space each interval; the final envelope
+// follows. The http.Server's read and write timeouts are extended per
+// request through http.ResponseController, so they never cut a long poll.
+// A client that hangs up is dequeued (its request context ends); a grant
+// that cannot be written is given back. Over sema-mux there are no
+// heartbeats: a cancel frame or the end of the connection dequeues.
 //
-// # Long-poll
+// Close (registered with RegisterOnShutdown) answers every waiter with the
+// code "closed" and refuses new acquires; Shutdown also waits for the
+// sema-mux connections, which http.Server does not know.
 //
-// An acquire with wait_ms > 0 waits in the backend's FIFO queue (the
-// embedded store's, or the backend's own Blocker; other backends are
-// polled on events and a bounded schedule), capped by Config.MaxWait.
-// After one heartbeat interval without an outcome the server commits 200
-// and writes a space each interval; the final envelope follows. The
-// http.Server's read and write timeouts are extended per request through
-// http.ResponseController, so they never cut a long-poll. A client that
-// hangs up is dequeued (its request context ends); a grant that cannot be
-// written is given back. Close (registered with RegisterOnShutdown)
-// answers every waiter with the code "closed" and refuses new acquires.
+// # Bounds
+//
+// Waiting acquires are bounded overall and per principal (a token, or the
+// client's address without tokens), sema-mux connections per principal
+// (limits.go); the excess is refused with too_many_waiters or
+// too_many_connections (HTTP 429). A sema-mux connection never makes
+// another connection wait: answers are written by the connection's own
+// writer, and a client that stops reading is closed after the write
+// timeout (muxwrite.go). Once a crowd of waiters has left, the memory it
+// took is given back to the system.
 //
 // # Security
 //
@@ -53,8 +63,8 @@
 // looked up by SHA-256, so lookups leak nothing about a token's bytes. A
 // lease is bound to the token that acquired it, by a fingerprint of the
 // token (never the token itself) that the embedded store journals with
-// the lease, so the binding survives restarts; another client token gets
-// 403. Holder lease IDs are shown to admins only. Without tokens everyone
+// the lease, so the binding survives restarts; to another client token
+// the lease is unknown (renew: lease_lost, release: not_held). Holder lease IDs are shown to admins only. Without tokens everyone
 // is admin: NeedsAuth tells the CLI when that is refused (any address
 // beyond loopback). /healthz and /metrics need no token: metrics carry no
 // lock names.

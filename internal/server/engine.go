@@ -2,37 +2,61 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/store"
 )
 
-// engine is what the handlers need from the store they serve.
+// engine is everything the server needs from what it serves: the
+// embedded store (storeEngine) or any sema.Backend (backendEngine). Every
+// call on behalf of a client names its caller, to whom a lease is bound.
 type engine interface {
-	acquire(ctx context.Context, req sema.Request, who store.Caller, wait bool) (sema.Grant, error)
-	// acquireNow answers req if it needs no wait in the queue (done);
-	// otherwise it changes nothing and the caller waits with acquire.
-	acquireNow(ctx context.Context, req sema.Request, who store.Caller) (g sema.Grant, done bool, err error)
+	// acquire starts acquiring req for who and calls done exactly once
+	// with the grant (once it is durable) or the error that refused it.
+	// With wait, a request that must wait is queued. cancel withdraws a
+	// queued request: true means done will not be called; false, that
+	// done has been or will be (maybe with a grant to give back).
+	acquire(req sema.Request, who store.Caller, wait bool, done func(sema.Grant, error)) (cancel func() bool)
 	renew(ctx context.Context, name, id string, ttl time.Duration, who store.Caller) (sema.Grant, error)
 	release(ctx context.Context, name, id string, who store.Caller) error
+	describe(ctx context.Context, name string) (sema.Status, error)
+	list(ctx context.Context, prefix string) ([]sema.Status, error)
+	forceRelease(ctx context.Context, name, id string) ([]sema.Holder, error)
+	guarantees() sema.Guarantees
+	// failing reports why the engine cannot grant anything now, if so.
+	failing() error
 }
 
-// storeEngine serves the embedded store, which binds leases to principals
-// itself (durably).
-type storeEngine struct{ s *store.Store }
-
-func (e storeEngine) acquire(ctx context.Context, req sema.Request, who store.Caller, wait bool) (sema.Grant, error) {
-	return e.s.AcquireAs(ctx, req, who, wait)
+// embedded is what the embedded store offers beyond sema.Backend:
+// acquires that never block, and calls on behalf of a principal, bound
+// durably to its leases.
+type embedded interface {
+	sema.Inspector
+	sema.ForceReleaser
+	sema.Declarer
+	AcquireAsync(req sema.Request, who store.Caller, wait bool, done func(sema.Grant, error)) *store.Pending
+	RenewAs(ctx context.Context, name, id string, ttl time.Duration, who store.Caller) (sema.Grant, error)
+	ReleaseAs(ctx context.Context, name, id string, who store.Caller) error
+	Err() error
+	storeStats
 }
 
-func (e storeEngine) acquireNow(ctx context.Context, req sema.Request, who store.Caller) (sema.Grant, bool, error) {
-	g, granted, err := e.s.AcquireNow(ctx, req, who)
-	return g, granted || err != nil, err
+// newEngine returns the engine serving b.
+func newEngine(b sema.Backend) engine {
+	if st, ok := b.(embedded); ok {
+		return storeEngine{st}
+	}
+	return newBackendEngine(b)
+}
+
+// storeEngine serves the embedded store, which binds leases to
+// principals itself, durably.
+type storeEngine struct{ s embedded }
+
+func (e storeEngine) acquire(req sema.Request, who store.Caller, wait bool, done func(sema.Grant, error)) func() bool {
+	return e.s.AcquireAsync(req, who, wait, done).Cancel
 }
 
 func (e storeEngine) renew(ctx context.Context, name, id string, ttl time.Duration, who store.Caller) (sema.Grant, error) {
@@ -43,152 +67,36 @@ func (e storeEngine) release(ctx context.Context, name, id string, who store.Cal
 	return e.s.ReleaseAs(ctx, name, id, who)
 }
 
-// backendEngine serves any sema.Backend. It binds leases to principals in
-// memory: after a restart of the server, a lease it did not grant can be
-// renewed or released by any client that knows its ID.
-type backendEngine struct {
-	b       sema.Backend
-	blocker sema.Blocker
-	notify  sema.Notifier
-
-	mu      sync.Mutex
-	owners  map[string]binding // name\x00id → who acquired it
-	inserts int
+func (e storeEngine) describe(ctx context.Context, name string) (sema.Status, error) {
+	return e.s.Describe(ctx, name)
 }
 
-type binding struct {
-	principal string
-	expires   time.Time
+func (e storeEngine) list(ctx context.Context, prefix string) ([]sema.Status, error) {
+	return e.s.List(ctx, prefix)
 }
 
-func newBackendEngine(b sema.Backend) *backendEngine {
-	e := &backendEngine{b: b, owners: make(map[string]binding)}
-	e.blocker, _ = b.(sema.Blocker)
-	e.notify, _ = b.(sema.Notifier)
-	return e
+func (e storeEngine) forceRelease(ctx context.Context, name, id string) ([]sema.Holder, error) {
+	return e.s.ForceRelease(ctx, name, id)
 }
 
-func (e *backendEngine) check(name, id string, who store.Caller) error {
-	if who.Admin {
-		return nil
+func (e storeEngine) guarantees() sema.Guarantees { return served(e.s.Guarantees(), true) }
+
+func (e storeEngine) failing() error { return e.s.Err() }
+
+// served is what clients of the server are promised, given what the
+// engine declares: reachable from many hosts, woken by long-poll; FIFO
+// only if the engine queues waiters itself.
+func served(g sema.Guarantees, queues bool) sema.Guarantees {
+	if !queues {
+		g.FIFO = false // the server polls such a backend for its waiters
 	}
-	e.mu.Lock()
-	bd, ok := e.owners[name+"\x00"+id]
-	e.mu.Unlock()
-	if ok && bd.principal != who.Principal {
-		return fmt.Errorf("server: lease %q: %w", name, store.ErrForbidden)
+	notes := "served over HTTP by sema serve; waiters are answered by long-poll"
+	if g.Notes != "" {
+		notes += "; backend: " + g.Notes
 	}
-	return nil
+	g.Scope, g.Wakeup, g.Notes = sema.ScopeCluster, "long-poll", notes
+	return g
 }
 
-func (e *backendEngine) bind(g sema.Grant, principal string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.owners[g.Name+"\x00"+g.ID] = binding{principal: principal, expires: g.ExpiresAt}
-	if e.inserts++; e.inserts >= 1024 && e.inserts >= len(e.owners) {
-		e.inserts = 0
-		now := time.Now()
-		for k, bd := range e.owners {
-			if now.After(bd.expires) {
-				delete(e.owners, k)
-			}
-		}
-	}
-}
-
-func (e *backendEngine) unbind(name, id string) {
-	e.mu.Lock()
-	delete(e.owners, name+"\x00"+id)
-	e.mu.Unlock()
-}
-
-func (e *backendEngine) acquire(ctx context.Context, req sema.Request, who store.Caller, wait bool) (sema.Grant, error) {
-	if err := e.check(req.Name, req.ID, who); err != nil {
-		return sema.Grant{}, err
-	}
-	var g sema.Grant
-	var err error
-	switch {
-	case !wait:
-		g, err = e.b.TryAcquire(ctx, req)
-	case e.blocker != nil:
-		g, err = e.blocker.Acquire(ctx, req)
-	default:
-		g, err = e.poll(ctx, req)
-	}
-	if err == nil {
-		e.bind(g, who.Principal)
-	}
-	return g, err
-}
-
-// acquireNow never answers: a generic backend cannot tell a wait from a
-// refusal without side effects, so every waiting acquire long-polls.
-func (e *backendEngine) acquireNow(context.Context, sema.Request, store.Caller) (sema.Grant, bool, error) {
-	return sema.Grant{}, false, nil
-}
-
-// poll waits on a backend that does not queue waiters: on its events if it
-// has them, re-checking on a bounded, jittered schedule.
-func (e *backendEngine) poll(ctx context.Context, req sema.Request) (sema.Grant, error) {
-	var events <-chan struct{}
-	if e.notify != nil {
-		if ch, cancel, err := e.notify.Subscribe(ctx, req.Name); err == nil {
-			defer cancel()
-			events = ch
-		}
-	}
-	delay := 2 * time.Millisecond
-	t := time.NewTimer(0)
-	defer t.Stop()
-	<-t.C
-	for {
-		g, err := e.b.TryAcquire(ctx, req)
-		if err == nil || !errors.Is(err, sema.ErrNotAcquired) {
-			return g, err
-		}
-		next := delay/2 + rand.N(delay/2+1)
-		if events != nil {
-			next = time.Second
-		}
-		delay = min(2*delay, 250*time.Millisecond)
-		t.Reset(next)
-		select {
-		case <-events:
-			delay = 2 * time.Millisecond
-		case <-t.C:
-		case <-ctx.Done():
-			return sema.Grant{}, fmt.Errorf("%w: %w", sema.ErrNotAcquired, context.Cause(ctx))
-		}
-	}
-}
-
-func (e *backendEngine) renew(ctx context.Context, name, id string, ttl time.Duration, who store.Caller) (sema.Grant, error) {
-	if err := e.check(name, id, who); err != nil {
-		return sema.Grant{}, err
-	}
-	g, err := e.b.Renew(ctx, name, id, ttl)
-	switch {
-	case err == nil:
-		e.mu.Lock()
-		if bd, ok := e.owners[name+"\x00"+id]; ok {
-			bd.expires = g.ExpiresAt
-			e.owners[name+"\x00"+id] = bd
-		}
-		e.mu.Unlock()
-	case errors.Is(err, sema.ErrLeaseLost):
-		e.unbind(name, id)
-	}
-	return g, err
-}
-
-func (e *backendEngine) release(ctx context.Context, name, id string, who store.Caller) error {
-	if err := e.check(name, id, who); err != nil {
-		return err
-	}
-	err := e.b.Release(ctx, name, id)
-	if err == nil || errors.Is(err, sema.ErrNotHeld) {
-		e.unbind(name, id)
-	}
-	return err
-}
+// errNoInspect answers describe and list on a backend that cannot.
+var errNoInspect = fmt.Errorf("%w: the backend cannot describe its locks", sema.ErrInvalidArgument)

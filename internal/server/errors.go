@@ -36,6 +36,10 @@ func toWire(err error, admin bool) (*wire.Error, int) {
 		e.Code = wire.CodeTooLarge
 	case errors.Is(err, errBadRequest):
 		e.Code = wire.CodeBadRequest
+	case errors.Is(err, errTooManyWaiters):
+		e.Code = wire.CodeTooManyWaiters
+	case errors.Is(err, errTooManyConns):
+		e.Code = wire.CodeTooManyConns
 	case errors.As(err, &held):
 		e.Code = wire.CodeNotAcquired
 		e.Limit, e.Waiters = held.Limit, held.Waiters

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/store"
@@ -38,6 +37,13 @@ type tserver struct {
 // newTS starts the server over a fresh store (or over b if given).
 func newTS(t testing.TB, tokens []Token, b sema.Backend, tweak ...func(*Config)) *tserver {
 	t.Helper()
+	return startTS(t, tokens, b, nil, tweak...)
+}
+
+// startTS is newTS with hsTweak applied to the http.Server before it
+// starts (timeouts, protocols).
+func startTS(t testing.TB, tokens []Token, b sema.Backend, hsTweak func(*http.Server), tweak ...func(*Config)) *tserver {
+	t.Helper()
 	var st *store.Store
 	if b == nil {
 		var err error
@@ -55,8 +61,12 @@ func newTS(t testing.TB, tokens []Token, b sema.Backend, tweak ...func(*Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewUnstartedServer(srv)
 	hs.Config.RegisterOnShutdown(srv.Close)
+	if hsTweak != nil {
+		hsTweak(hs.Config)
+	}
+	hs.Start()
 	t.Cleanup(func() {
 		srv.Close()
 		hs.Close()
@@ -137,16 +147,5 @@ func wantErr(t *testing.T, r reply, status int, code string) {
 	t.Helper()
 	if r.status != status || r.env.Error == nil || r.env.Error.Code != code {
 		t.Errorf("got %d %s; want %d %s", r.status, r.raw, status, code)
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in 10s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

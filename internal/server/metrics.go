@@ -41,7 +41,15 @@ type metrics struct {
 	longPolling prometheus.Gauge
 }
 
-func newMetrics(reg *prometheus.Registry, st *store.Store) *metrics {
+// storeStats is what the embedded store shows of itself.
+type storeStats interface {
+	Stats() store.Stats
+	SetOnEnd(func(reason store.Reason, held time.Duration))
+}
+
+// newMetrics registers the server's metrics in reg, and the embedded
+// store's if st is not nil.
+func newMetrics(reg *prometheus.Registry, st storeStats) *metrics {
 	m := &metrics{requests: make(map[string]map[string]prometheus.Counter)}
 	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sema_http_requests_total", Help: "API requests by route and result code (ok or an error code).",

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema/backend/mem"
+	"github.com/sema-dev/sema/internal/testenv"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -69,7 +70,7 @@ func (m *muxClient) send(tag uint32, op byte, body string) {
 // next reads the next answer.
 func (m *muxClient) next() muxAnswer {
 	m.t.Helper()
-	a, err := m.tryNext(10 * time.Second)
+	a, err := m.tryNext(testenv.HangGuard)
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func (m *muxClient) answers(n int) map[uint32]muxAnswer {
 // closed reports whether the server closed the connection.
 func (m *muxClient) closed() bool {
 	m.t.Helper()
-	_, err := m.tryNext(5 * time.Second)
+	_, err := m.tryNext(testenv.HangGuard)
 	return err == io.EOF || err != nil && strings.Contains(err.Error(), "reset")
 }
 
@@ -152,12 +153,13 @@ func TestMuxCalls(t *testing.T) {
 	m.send(2, wire.MuxRenew, `{"name":"mux/a","id":"`+l.ID+`","ttl_ms":9000}`)
 	wantMux(t, m.next(), 2, 200, "")
 	m.send(3, wire.MuxAcquire, `{"name":"mux/a","id":"`+strings.Repeat("b", 16)+`","wait_ms":20000}`)
-	eventually(t, "poll queued", func() bool { return len(ts.describe(adminTok, "mux/a").Waiters) == 1 })
+	testenv.WaitFor(t, "poll queued", func() bool { return len(ts.describe(adminTok, "mux/a").Waiters) == 1 })
 
-	// Another token may not release alice's lease.
+	// Another token may not release alice's lease: to it, the id is
+	// unknown.
 	bob := mustUpgrade(t, ts, bobTok)
 	bob.send(7, wire.MuxRelease, `{"name":"mux/a","id":"`+l.ID+`"}`)
-	wantMux(t, bob.next(), 7, 403, wire.CodeForbidden)
+	wantMux(t, bob.next(), 7, 404, wire.CodeNotHeld)
 
 	m.send(4, wire.MuxRelease, `{"name":"mux/a","id":"`+l.ID+`"}`)
 	got := m.answers(2)
@@ -185,7 +187,7 @@ func TestMuxCancel(t *testing.T) {
 			m.send(1, wire.MuxAcquire, `{"name":"mux/c"}`)
 			l := leaseIn(t, m.next().body)
 			m.send(2, wire.MuxAcquire, `{"name":"mux/c","wait_ms":20000}`)
-			eventually(t, "poll queued", func() bool { return len(ts.describe("", "mux/c").Waiters) == 1 })
+			testenv.WaitFor(t, "poll queued", func() bool { return len(ts.describe("", "mux/c").Waiters) == 1 })
 			m.send(9, wire.MuxCancel, "")
 			m.send(2, wire.MuxCancel, "")
 			wantMux(t, m.next(), 2, wire.MuxStatusCancelled, wire.CodeNotAcquired)
@@ -221,9 +223,9 @@ func TestMuxHangUp(t *testing.T) {
 			gone.send(1, wire.MuxAcquire, `{"name":"mux/h","wait_ms":20000}`)
 			half := mustUpgrade(t, ts, "")
 			half.send(1, wire.MuxAcquire, `{"name":"mux/h","wait_ms":20000}`)
-			eventually(t, "polls queued", func() bool { return len(ts.describe("", "mux/h").Waiters) == 2 })
+			testenv.WaitFor(t, "polls queued", func() bool { return len(ts.describe("", "mux/h").Waiters) == 2 })
 			gone.nc.Close()
-			eventually(t, "poll dequeued", func() bool { return len(ts.describe("", "mux/h").Waiters) == 1 })
+			testenv.WaitFor(t, "poll dequeued", func() bool { return len(ts.describe("", "mux/h").Waiters) == 1 })
 			if err := half.nc.(*net.TCPConn).CloseWrite(); err != nil {
 				t.Fatal(err)
 			}
@@ -267,7 +269,7 @@ func TestMuxBadFrames(t *testing.T) {
 				t.Fatal(err)
 			}
 			for {
-				a, err := m.tryNext(5 * time.Second)
+				a, err := m.tryNext(testenv.HangGuard)
 				if err != nil {
 					break // closed
 				}
@@ -277,7 +279,7 @@ func TestMuxBadFrames(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "dup-tag poll dequeued", func() bool { return len(ts.describe("", "mux/b").Waiters) == 0 })
+	testenv.WaitFor(t, "dup-tag poll dequeued", func() bool { return len(ts.describe("", "mux/b").Waiters) == 0 })
 	// Bodies the handlers refuse get the HTTP API's answers.
 	m := mustUpgrade(t, ts, "")
 	m.send(1, wire.MuxAcquire, `{"name":`)
@@ -299,7 +301,7 @@ func TestMuxShutdown(t *testing.T) {
 	m.send(1, wire.MuxAcquire, `{"name":"mux/s"}`)
 	m.next()
 	m.send(2, wire.MuxAcquire, `{"name":"mux/s","wait_ms":60000}`)
-	eventually(t, "poll queued", func() bool { return len(ts.describe("", "mux/s").Waiters) == 1 })
+	testenv.WaitFor(t, "poll queued", func() bool { return len(ts.describe("", "mux/s").Waiters) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := ts.srv.Shutdown(ctx); err != nil {
@@ -327,7 +329,7 @@ func TestMuxManyPolls(t *testing.T) {
 	for i := range n {
 		m.send(uint32(n+i), wire.MuxAcquire, fmt.Sprintf(`{"name":"mux/many/%d","wait_ms":20000}`, i))
 	}
-	eventually(t, "polls queued", func() bool { return len(ts.describe("", "mux/many/199").Waiters) == 1 })
+	testenv.WaitFor(t, "polls queued", func() bool { return len(ts.describe("", "mux/many/199").Waiters) == 1 })
 	for i := range n {
 		m.send(uint32(2*n+i), wire.MuxRelease, fmt.Sprintf(`{"name":"mux/many/%d","id":%q}`, i, ids[uint32(i)]))
 	}
@@ -343,22 +345,58 @@ func TestMuxManyPolls(t *testing.T) {
 }
 
 // TestMuxIdleTimeout: a connection that carries calls stays open past the
-// idle timeout, one with polls in flight too; an idle one is closed.
+// idle timeout, one with polls in flight too; an idle one is closed. The
+// timeout counts from the last bytes read (re-armed once less than half of
+// it is left): a round in which the busy connection, closed, had gone
+// quiet for half the timeout (a stalled machine) proves nothing and is
+// repeated.
 func TestMuxIdleTimeout(t *testing.T) {
-	ts := timedTS(t, 300*time.Millisecond, time.Second, time.Second)
+	const idleTimeout = time.Second
+	ts := timedTS(t, idleTimeout, time.Second, time.Second)
+	for round := 0; round < 5; round++ {
+		if muxIdleRound(t, ts, fmt.Sprintf("mux/idle%d", round), idleTimeout) {
+			return
+		}
+	}
+	t.Fatal("the machine stalled in every round")
+}
+
+// muxIdleRound runs one round of TestMuxIdleTimeout on name; false: the
+// round proves nothing.
+func muxIdleRound(t *testing.T, ts *tserver, name string, idleTimeout time.Duration) bool {
 	busy, polling, idle := mustUpgrade(t, ts, ""), mustUpgrade(t, ts, ""), mustUpgrade(t, ts, "")
-	busy.send(1, wire.MuxAcquire, `{"name":"mux/idle"}`)
+	defer busy.nc.Close()
+	defer polling.nc.Close()
+	busy.send(1, wire.MuxAcquire, `{"name":"`+name+`"}`)
 	l := leaseIn(t, busy.next().body)
-	polling.send(1, wire.MuxAcquire, `{"name":"mux/idle","wait_ms":5000}`)
-	for i := range 10 {
-		time.Sleep(100 * time.Millisecond)
-		busy.send(uint32(2+i), wire.MuxRenew, `{"name":"mux/idle","id":"`+l.ID+`","ttl_ms":5000}`)
-		wantMux(t, busy.next(), uint32(2+i), 200, "")
+	polling.send(1, wire.MuxAcquire, `{"name":"`+name+`","wait_ms":600000}`)
+	idleClosed := make(chan bool, 1)
+	go func() { idleClosed <- idle.closed() }()
+	var quiet time.Duration // the longest time busy sent nothing
+	last := time.Now()
+	for tag := uint32(2); ; tag++ {
+		select {
+		case closed := <-idleClosed:
+			if !closed {
+				t.Fatal("idle connection still open")
+			}
+			busy.send(1000, wire.MuxRelease, `{"name":"`+name+`","id":"`+l.ID+`"}`)
+			wantMux(t, busy.next(), 1000, 200, "")
+			wantMux(t, polling.next(), 1, 200, "")
+			return true
+		default:
+		}
+		busy.send(tag, wire.MuxRenew, `{"name":"`+name+`","id":"`+l.ID+`","ttl_ms":60000}`)
+		a, err := busy.tryNext(testenv.HangGuard)
+		quiet, last = max(quiet, time.Since(last)), time.Now()
+		if err == nil {
+			wantMux(t, a, tag, 200, "")
+			continue
+		}
+		if quiet < idleTimeout/2 {
+			t.Fatalf("a connection that sent a call at least every %v was closed: %v", quiet, err)
+		}
+		t.Logf("the busy connection went quiet for %v (a stalled machine) and was closed: again", quiet)
+		return false
 	}
-	if !idle.closed() {
-		t.Fatal("idle connection still open")
-	}
-	busy.send(20, wire.MuxRelease, `{"name":"mux/idle","id":"`+l.ID+`"}`)
-	wantMux(t, busy.next(), 20, 200, "")
-	wantMux(t, polling.next(), 1, 200, "")
 }

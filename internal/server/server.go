@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sema-dev/sema"
-	"github.com/sema-dev/sema/internal/store"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -21,22 +20,18 @@ import (
 // backend.
 type Server struct {
 	cfg     Config
-	b       sema.Backend
 	eng     engine
 	creds   credentials
 	m       *metrics
 	log     *slog.Logger
-	guar    sema.Guarantees
 	metrics http.Handler
 	routes  map[string]*route
+	limits  *limits
 
-	closing context.Context
-	close   context.CancelFunc
-	closed  atomic.Bool
-	bufs    sync.Pool
+	closed atomic.Bool
 
 	connMu sync.Mutex
-	conns  map[liveConn]struct{} // taken-over and sema-mux connections (h1conn.go, mux.go)
+	conns  map[*muxConn]struct{} // sema-mux connections (hijacked: http.Server does not know them)
 	connWG sync.WaitGroup
 }
 
@@ -45,22 +40,21 @@ type route struct {
 	method, path, label string
 	role                Role
 	h                   func(s *Server, w http.ResponseWriter, r *http.Request, who caller)
-	hot                 hotHandler // instead of h: the hot routes (h1conn.go serves them too)
 }
 
 // routeTable lists every endpoint; api/openapi.yaml documents the same.
 func routeTable() []*route {
 	return []*route{
-		{http.MethodPost, wire.PathAcquire, routeAcquire, RoleClient, nil, (*Server).hotAcquire},
-		{http.MethodPost, wire.PathRenew, routeRenew, RoleClient, nil, (*Server).hotRenew},
-		{http.MethodPost, wire.PathRelease, routeRelease, RoleClient, nil, (*Server).hotRelease},
-		{http.MethodGet, wire.PathLock + "{name}", routeDescribe, RoleClient, (*Server).handleDescribe, nil},
-		{http.MethodGet, wire.PathLocks, routeList, RoleAdmin, (*Server).handleList, nil},
-		{http.MethodPost, wire.PathForceRelease, routeForceRelease, RoleAdmin, (*Server).handleForceRelease, nil},
-		{http.MethodGet, wire.PathGuarantees, routeGuarantees, RoleClient, (*Server).handleGuarantees, nil},
-		{http.MethodGet, wire.PathMux, routeMux, RoleClient, (*Server).handleMux, nil},
-		{http.MethodGet, wire.PathHealth, routeHealth, 0, (*Server).handleHealth, nil},
-		{http.MethodGet, wire.PathMetrics, routeOther, 0, (*Server).handleMetrics, nil},
+		{http.MethodPost, wire.PathAcquire, routeAcquire, RoleClient, (*Server).handleAcquire},
+		{http.MethodPost, wire.PathRenew, routeRenew, RoleClient, (*Server).handleRenew},
+		{http.MethodPost, wire.PathRelease, routeRelease, RoleClient, (*Server).handleRelease},
+		{http.MethodGet, wire.PathLock + "{name}", routeDescribe, RoleClient, (*Server).handleDescribe},
+		{http.MethodGet, wire.PathLocks, routeList, RoleAdmin, (*Server).handleList},
+		{http.MethodPost, wire.PathForceRelease, routeForceRelease, RoleAdmin, (*Server).handleForceRelease},
+		{http.MethodGet, wire.PathGuarantees, routeGuarantees, RoleClient, (*Server).handleGuarantees},
+		{http.MethodGet, wire.PathMux, routeMux, RoleClient, (*Server).handleMux},
+		{http.MethodGet, wire.PathHealth, routeHealth, 0, (*Server).handleHealth},
+		{http.MethodGet, wire.PathMetrics, routeOther, 0, (*Server).handleMetrics},
 	}
 }
 
@@ -70,61 +64,41 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, b: cfg.Backend, creds: newCredentials(cfg.Tokens), log: cfg.Logger,
-		routes: make(map[string]*route)}
-	st, _ := cfg.Backend.(*store.Store)
-	if st != nil {
-		s.eng = storeEngine{st}
-	} else {
-		s.eng = newBackendEngine(cfg.Backend)
-	}
+	s := &Server{cfg: cfg, eng: newEngine(cfg.Backend), creds: newCredentials(cfg.Tokens), log: cfg.Logger,
+		routes: make(map[string]*route), limits: newLimits(&cfg)}
+	st, _ := cfg.Backend.(storeStats)
 	s.m = newMetrics(cfg.Registry, st)
 	s.metrics = promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})
-	s.guar = servedGuarantees(cfg.Backend)
-	s.closing, s.close = context.WithCancel(context.Background())
 	for _, rt := range routeTable() {
 		s.routes[rt.path] = rt
 	}
-	s.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	return s, nil
 }
 
-// servedGuarantees is what clients of the server get: the backend's
-// promises, reachable from many hosts, woken by long-poll.
-func servedGuarantees(b sema.Backend) sema.Guarantees {
-	var g sema.Guarantees
-	if d, ok := b.(sema.Declarer); ok {
-		g = d.Guarantees()
-	}
-	if _, ok := b.(sema.Blocker); !ok {
-		g.FIFO = false // the server polls such a backend for its waiters
-	}
-	notes := "served over HTTP by sema serve; waiters are answered by long-poll"
-	if g.Notes != "" {
-		notes += "; backend: " + g.Notes
-	}
-	g.Scope, g.Wakeup, g.Notes = sema.ScopeCluster, "long-poll", notes
-	return g
-}
-
 // Guarantees returns what the server promises its clients.
-func (s *Server) Guarantees() sema.Guarantees { return s.guar }
+func (s *Server) Guarantees() sema.Guarantees { return s.eng.guarantees() }
 
 // Close starts a shutdown: every waiting acquire is answered with the code
 // "closed" and new acquires are refused, while renewals and releases keep
-// working until the backend is closed. Register it with
+// working until the backend is closed; sema-mux connections close once
+// their calls are answered. Register it with
 // http.Server.RegisterOnShutdown.
 func (s *Server) Close() {
 	s.closed.Store(true)
-	s.close()
-	s.closeIdle()
+	for _, p := range s.limits.close() {
+		p.stop(errShuttingDown)
+	}
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	for c := range s.conns {
+		c.shutdown()
+	}
 }
 
-// Shutdown closes the server (Close) and waits until the connections it
-// has taken over from the http.Server have answered their last request
-// and closed, or ctx ends (they are then closed). Call it after
-// http.Server.Shutdown, which does not know them, and before closing the
-// backend.
+// Shutdown closes the server (Close) and waits until its sema-mux
+// connections have answered their last call and closed, or ctx ends (they
+// are then closed). Call it after http.Server.Shutdown, which does not
+// know them, and before closing the backend.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.Close()
 	done := make(chan struct{})
@@ -136,10 +110,33 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.connMu.Lock()
 	for c := range s.conns {
-		c.kill()
+		c.nc.Close()
 	}
 	s.connMu.Unlock()
+	<-done
 	return context.Cause(ctx)
+}
+
+// track adds a sema-mux connection, unless the server is closing.
+func (s *Server) track(c *muxConn) bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.closed.Load() {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = make(map[*muxConn]struct{})
+	}
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	return true
+}
+
+func (s *Server) untrack(c *muxConn) {
+	s.connMu.Lock()
+	delete(s.conns, c)
+	s.connMu.Unlock()
+	s.connWG.Done()
 }
 
 // ServeHTTP routes a request.
@@ -149,12 +146,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt = s.routes[wire.PathLock+"{name}"]
 	}
 	if rt == nil {
-		s.fail(w, routeOther, fmt.Errorf("%w: %s", errNotFound, r.URL.Path), anonymousAdmin, false)
+		s.fail(w, routeOther, fmt.Errorf("%w: %s", errNotFound, r.URL.Path), anonymousAdmin)
 		return
 	}
 	if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
 		w.Header().Set("Allow", rt.method)
-		s.fail(w, rt.label, fmt.Errorf("%w: %s %s", errMethod, r.Method, r.URL.Path), anonymousAdmin, false)
+		s.fail(w, rt.label, fmt.Errorf("%w: %s %s", errMethod, r.Method, r.URL.Path), anonymousAdmin)
 		return
 	}
 	who := anonymousAdmin
@@ -162,19 +159,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var ok bool
 		if who, ok = s.creds.authenticate(r); !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sema"`)
-			s.fail(w, rt.label, errUnauthorized, caller{}, false)
+			s.fail(w, rt.label, errUnauthorized, caller{})
 			return
 		}
 		if rt.role == RoleAdmin && who.role != RoleAdmin {
-			s.fail(w, rt.label, fmt.Errorf("%w: %s needs an admin token", errForbidden, rt.path), who, false)
+			s.fail(w, rt.label, fmt.Errorf("%w: %s needs an admin token", errForbidden, rt.path), who)
 			return
 		}
 	}
-	if rt.hot == nil {
-		rt.h(s, w, r, who)
-		return
-	}
-	if s.serveHot(rt.hot, w, r, who) {
-		s.takeOver(w, r)
-	}
+	who.key = limitKey(who, r)
+	rt.h(s, w, r, who)
 }

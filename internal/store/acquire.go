@@ -2,11 +2,169 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/sema-dev/sema"
 )
+
+// Acquiring.
+//
+// The store has one way to acquire: AcquireAsync, which never blocks its
+// caller. Its answer — the grant, once its record is on disk, or the error
+// that refused it — is delivered exactly once, through a function, by
+// whichever goroutine decides it: the caller (a refusal), the goroutine
+// whose release or expiry granted a queued request, or the log's committer
+// once a grant is durable. A server can so keep thousands of waiters
+// without a goroutine each. TryAcquire, Acquire and AcquireAs wait for
+// that answer.
+
+// Pending is an acquire the store has taken on and not answered yet: it
+// waits in its name's queue, or its grant waits for the disk.
+type Pending struct {
+	s *Store
+	w *waiter
+}
+
+// AcquireAsync acquires req for who and calls done exactly once with the
+// outcome: the grant once its record is on disk (a handoff on a contended
+// name behind the name's durable FAST record is answered at once, see
+// fast.go), or the error that refused it (a *sema.HeldError when wait is
+// false and req would have to wait; sema.ErrClosed when the store closes
+// first). With wait, a request that must wait is queued in its name's FIFO
+// queue. A request repeating the ID of a live lease of the same name gets
+// that lease, if who may see it.
+//
+// done runs without the store's lock, on the calling goroutine (before
+// AcquireAsync returns, for a refusal), on the goroutine that granted the
+// request, or on the log's committer. It must not block; it may call the
+// store's methods that do not wait for the disk (Release, ReleaseAs).
+//
+// The Pending it returns (nil after a refusal) withdraws a queued request.
+func (s *Store) AcquireAsync(req sema.Request, who Caller, wait bool, done func(sema.Grant, error)) *Pending {
+	w := &waiter{req: req, principal: who.Principal, admin: who.Admin, done: done}
+	if err := s.start(w, wait); err != nil {
+		done(sema.Grant{}, err)
+		return nil
+	}
+	return &Pending{s: s, w: w}
+}
+
+// start grants w, or queues it (with wait), or says why not. A grant's
+// answer is sent once s.mu is unlocked (answer).
+func (s *Store) start(w *waiter, wait bool) error {
+	req := &w.req
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if len(w.principal) > maxPrincLen {
+		return fmt.Errorf("store: %w: principal longer than %d bytes", sema.ErrInvalidArgument, maxPrincLen)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return sema.ErrClosed
+	}
+	now := s.mono()
+	e, err := s.entryFor(req.Name, req.Limit, now)
+	if err != nil {
+		s.unlock()
+		return err
+	}
+	if l := e.find(req.ID); l != nil { // a retry: the lease it got
+		if !(Caller{Principal: w.principal, Admin: w.admin}).may(l) {
+			s.unlock()
+			return fmt.Errorf("store: acquire %q: %w", req.Name, ErrForbidden)
+		}
+		w.lease, w.grant = l, s.grantOf(l)
+		s.answerLater(w)
+		s.unlock()
+		return nil
+	}
+	if e.waiters.len == 0 && e.used+req.Weight <= e.limit && !s.fenced(e, now) {
+		w.lease, _ = s.grantLocked(e, req, w.principal, now, false)
+		w.grant, w.fresh = s.grantOf(w.lease), true
+		s.answerLater(w)
+		s.unlock()
+		return nil
+	}
+	if !wait {
+		err := s.heldError(e)
+		s.dropIfIdle(e)
+		s.unlock()
+		return err
+	}
+	w.since = now
+	err = s.enqueue(e, w)
+	s.unlock()
+	return err
+}
+
+// Cancel withdraws the request if it still waits in its queue and reports
+// whether it did: then done is never called. Otherwise done has been or
+// will be called, maybe with a grant the caller must release if it no
+// longer wants it. Cancel of a nil Pending reports false.
+func (p *Pending) Cancel() bool {
+	if p == nil {
+		return false
+	}
+	s, w := p.s, p.w
+	s.mu.Lock()
+	defer s.unlock()
+	if !w.queued {
+		return false
+	}
+	e := w.e
+	wasHead := e.waiters.head == w
+	s.dequeue(e, w)
+	if wasHead { // the head may have been blocking smaller requests
+		s.grantWaiters(e, s.mono())
+	}
+	s.dropIfIdle(e)
+	return true
+}
+
+// answerLater records that w's answer must be sent once s.mu is unlocked.
+// Callers hold s.mu.
+func (s *Store) answerLater(w *waiter) { s.answers = append(s.answers, w) }
+
+// unlock unlocks s.mu, then sends the answers decided meanwhile.
+func (s *Store) unlock() {
+	if len(s.answers) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	ws := s.answers
+	s.answers = nil
+	s.mu.Unlock()
+	for _, w := range ws {
+		s.answer(w)
+	}
+}
+
+// answer calls w's done with its outcome: at once for an error or an
+// early handoff, else once its grant is on disk. A fresh grant the log
+// fails to make durable is given back.
+func (s *Store) answer(w *waiter) {
+	switch {
+	case w.err != nil:
+		w.done(sema.Grant{}, w.err)
+	case w.early:
+		w.done(w.grant, nil)
+	default:
+		s.wal.whenDurable(w.lease.seq, func(err error) {
+			if err != nil {
+				if w.fresh {
+					s.mu.Lock()
+					s.giveBackLocked(w.lease)
+					s.unlock()
+				}
+				w.done(sema.Grant{}, err)
+				return
+			}
+			w.done(w.grant, nil)
+		})
+	}
+}
 
 // TryAcquire grants req if its permits are free and nobody waits.
 func (s *Store) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant, error) {
@@ -18,180 +176,33 @@ func (s *Store) Acquire(ctx context.Context, req sema.Request) (sema.Grant, erro
 	return s.AcquireAs(ctx, req, Caller{Admin: true}, true)
 }
 
-// AcquireAs grants req to who, waiting in the FIFO queue if wait is set. A
-// grant is returned only once it is on disk. A request repeating the ID of
-// a live lease of the same name returns that lease (if who may see it).
+// AcquireAs is AcquireAsync for a caller that waits for the answer, or for
+// ctx to end: a request still queued is then withdrawn, and a fresh grant
+// that comes anyway is given back.
 func (s *Store) AcquireAs(ctx context.Context, req sema.Request, who Caller, wait bool) (sema.Grant, error) {
-	mode := modeTry
-	if wait {
-		mode = modeWait
-	}
-	g, _, err := s.acquire(ctx, req, who, mode)
-	return g, err
-}
-
-// AcquireNow grants req to who if that needs no wait in the queue (or
-// returns the live lease of a repeated ID), exactly as AcquireAs would.
-// When req would have to wait, it reports granted == false with no error
-// and queues nothing, so that the caller can set up its wait (a server's
-// long-poll machinery) only when one is needed, then call AcquireAs.
-func (s *Store) AcquireNow(ctx context.Context, req sema.Request, who Caller) (g sema.Grant, granted bool, err error) {
-	return s.acquire(ctx, req, who, modeNow)
-}
-
-// Modes of acquire.
-const (
-	modeTry  = iota // fail with a *sema.HeldError if req must wait
-	modeWait        // wait in the queue
-	modeNow         // report granted == false if req must wait
-)
-
-func (s *Store) acquire(ctx context.Context, req sema.Request, who Caller, mode int) (sema.Grant, bool, error) {
-	g, _, err := s.acquireMode(ctx, req, who, mode, nil)
-	if err == errMustWait {
-		return sema.Grant{}, false, nil
-	}
-	return g, err == nil, err
-}
-
-// errMustWait is acquireMode's answer in modeNow when req must wait.
-var errMustWait = errors.New("store: must wait")
-
-// acquireMode acquires in mode. With notify (modeWait only), a request
-// that must wait is queued and returned as a *Wait at once (async.go).
-func (s *Store) acquireMode(ctx context.Context, req sema.Request, who Caller, mode int, notify func(*Wait)) (sema.Grant, *Wait, error) {
-	g, err := s.acquireWait(ctx, req, who, mode, notify, false)
-	if qw, ok := err.(queuedError); ok {
-		return sema.Grant{}, qw.w, nil
-	}
-	return g, nil, err
-}
-
-// queuedError carries the *Wait of a request queued by AcquireAsync.
-type queuedError struct{ w *Wait }
-
-func (queuedError) Error() string { return "store: queued" }
-
-func (s *Store) acquireWait(ctx context.Context, req sema.Request, who Caller, mode int, notify func(*Wait), deferred bool) (sema.Grant, error) {
-	wait := mode == modeWait
-	if err := req.Validate(); err != nil {
-		return sema.Grant{}, err
-	}
-	if len(who.Principal) > maxPrincLen {
-		return sema.Grant{}, fmt.Errorf("store: %w: principal longer than %d bytes", sema.ErrInvalidArgument, maxPrincLen)
-	}
 	if ctx.Err() != nil {
 		return sema.Grant{}, notAcquired(ctx)
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.unlock()
-		return sema.Grant{}, sema.ErrClosed
+	type outcome struct {
+		g   sema.Grant
+		err error
 	}
-	now := s.mono()
-	e, err := s.entryFor(req.Name, req.Limit, now)
-	if err != nil {
-		s.unlock()
-		return sema.Grant{}, err
-	}
-	if l := e.find(req.ID); l != nil { // idempotent retry
-		if !who.may(l) {
-			s.unlock()
-			return sema.Grant{}, fmt.Errorf("store: acquire %q: %w", req.Name, ErrForbidden)
-		}
-		if deferred {
-			return sema.Grant{}, s.deferGrant(ctx, l, notify, false)
-		}
-		g, seq := s.grantOf(l), l.seq
-		s.unlock()
-		if err := s.wal.wait(ctx, seq); err != nil {
-			return sema.Grant{}, s.waitError(ctx, err)
-		}
-		return g, nil
-	}
-	if e.waiters.len == 0 && e.used+req.Weight <= e.limit && !s.fenced(e, now) {
-		l, _ := s.grantLocked(e, &req, who.Principal, now, false)
-		if deferred {
-			return sema.Grant{}, s.deferGrant(ctx, l, notify, true)
-		}
-		g, seq := s.grantOf(l), l.seq
-		s.unlock()
-		return s.deliver(ctx, l, g, seq)
-	}
-	if mode == modeNow {
-		s.dropIfIdle(e)
-		s.unlock()
-		return sema.Grant{}, errMustWait
-	}
-	if !wait {
-		err := s.heldError(e)
-		s.dropIfIdle(e)
-		s.unlock()
-		return sema.Grant{}, err
-	}
-	w := &waiter{req: req, principal: who.Principal, admin: who.Admin, since: now, ready: make(chan struct{})}
-	if notify != nil {
-		w.notify, w.async = notify, &Wait{s: s, w: w, e: e}
-	}
-	if err := s.enqueue(e, w); err != nil {
-		s.unlock()
-		return sema.Grant{}, err
-	}
-	s.unlock()
-	if notify != nil {
-		return sema.Grant{}, queuedError{w.async}
-	}
-
+	res := make(chan outcome, 1)
+	p := s.AcquireAsync(req, who, wait, func(g sema.Grant, err error) { res <- outcome{g, err} })
 	select {
-	case <-w.ready:
-		if w.err != nil {
-			return sema.Grant{}, w.err
-		}
-		s.mu.Lock()
-		g, seq := s.grantOf(w.lease), w.lease.seq
-		s.unlock()
-		g.Waited = w.waited
-		if w.early {
-			return g, nil // covered by the name's durable FAST record (fast.go)
-		}
-		return s.deliver(ctx, w.lease, g, seq)
+	case o := <-res:
+		return o.g, o.err
 	case <-ctx.Done():
 	}
-	s.mu.Lock()
-	select {
-	case <-w.ready: // granted (or closed) just as ctx ended: give it back
-		if w.err == nil {
-			s.giveBackLocked(w.lease)
-		}
-	default:
-		wasHead := e.waiters.head == w
-		s.dequeue(e, w)
-		if wasHead { // the head may have been blocking smaller requests
-			s.grantWaiters(e, s.mono())
-		}
-		s.dropIfIdle(e)
+	if p.Cancel() {
+		return sema.Grant{}, notAcquired(ctx)
 	}
-	s.unlock()
-	return sema.Grant{}, notAcquired(ctx)
-}
-
-// deliver returns g once its grant record is on disk. If ctx ends first or
-// the log fails, the lease is given back.
-func (s *Store) deliver(ctx context.Context, l *lease, g sema.Grant, seq uint64) (sema.Grant, error) {
-	if err := s.wal.wait(ctx, seq); err != nil {
+	if o := <-res; o.err == nil && p != nil && p.w.fresh {
 		s.mu.Lock()
-		s.giveBackLocked(l)
+		s.giveBackLocked(p.w.lease)
 		s.unlock()
-		return sema.Grant{}, s.waitError(ctx, err)
 	}
-	return g, nil
-}
-
-func (s *Store) waitError(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return notAcquired(ctx)
-	}
-	return err
+	return sema.Grant{}, notAcquired(ctx)
 }
 
 // giveBackLocked ends a grant its requester will not use, unless it has

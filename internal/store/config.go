@@ -31,6 +31,12 @@ type Config struct {
 	FlushDelay time.Duration
 	// Logger receives recovery and error reports. Default slog.Default().
 	Logger *slog.Logger
+	// AcceptDataLoss opens a data directory whose log ends below the last
+	// token reservation it made (see reserve.go): storage lost records,
+	// maybe grants. Without it Open refuses such a directory. With it the
+	// store starts with what the log still holds, and tokens continue
+	// above the reservation, so they never repeat.
+	AcceptDataLoss bool
 }
 
 // Validate checks the configuration.

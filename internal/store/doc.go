@@ -6,6 +6,10 @@
 //
 // # Design
 //
+// Acquires never block their caller (acquire.go): AcquireAsync answers
+// through a function, once, when its grant is on disk or it is refused;
+// the blocking Acquire, TryAcquire and AcquireAs wait for that answer.
+//
 // State changes happen under one mutex, and each appends a record to an
 // in-memory log buffer under that same mutex, so the order of the log is
 // the order of the changes. A committer goroutine writes the buffer and
@@ -45,13 +49,18 @@
 // every grant record and in snapshots. Handoffs answered early use tokens
 // covered by a RESERVE record already on disk (reserved a million ahead).
 // After a restart the counter resumes from the largest token or
-// reservation on disk, which is at least every token ever returned.
+// reservation on disk, which is at least every token ever returned. A
+// reservation on disk is also marked in a small file of its own
+// (reserve.go): a log that ends below the mark has lost data, and Open
+// refuses it unless Config.AcceptDataLoss.
 //
 // Records are framed with their length and a CRC-32C. A frame that is cut
 // short or fails its checksum at the end of the last segment, with no
 // valid frame after it, is the torn end of a write interrupted by a crash:
 // it was never acknowledged and is dropped. Any other defect is corruption
-// and a clear error from [Open], never a panic and never a guess.
+// and a clear error from [Open], never a panic and never a guess. A
+// well-formed record with a value requests may no longer carry (the rules
+// grew stricter) is honoured, with a warning.
 //
 // The log is split into segments. When it has grown by
 // Config.SnapshotBytes (and twice the last snapshot), the store rotates to

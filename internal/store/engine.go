@@ -165,13 +165,13 @@ func (s *Store) grantWaiters(e *entry, now int64) {
 		}
 		s.dequeue(e, w)
 		w.lease, w.early = s.grantLocked(e, &w.req, w.principal, now, true)
+		w.grant, w.fresh = s.grantOf(w.lease), true
+		w.grant.Waited = time.Duration(now - w.since)
 		s.handoffs.Add(1)
 		if w.early {
 			s.earlyHandoffs.Add(1)
 		}
-		w.waited = time.Duration(now - w.since)
-		close(w.ready)
-		s.queueNotify(w)
+		s.answerLater(w)
 	}
 }
 

@@ -41,8 +41,21 @@ func (s *Store) reserveTokens() {
 		return
 	}
 	s.reserved = s.token + reserveChunk
-	seq := s.wal.append(&record{kind: kindReserve, token: s.reserved}, true)
-	s.pendingRes = append(s.pendingRes, reservation{s.reserved, seq})
+	token := s.reserved
+	seq := s.wal.append(&record{kind: kindReserve, token: token}, true)
+	s.pendingRes = append(s.pendingRes, reservation{token, seq})
+	// Once the record is on disk, mark it outside the log too (reserve.go).
+	s.wal.whenDurable(seq, func(err error) {
+		if err == nil {
+			s.mark.wg.Add(1)
+			go func() {
+				defer s.mark.wg.Done()
+				if err := s.mark.record(token); err != nil {
+					s.log.Error("sema store: a lost end of the log could go unnoticed", "err", err)
+				}
+			}()
+		}
+	})
 }
 
 // durableReserve returns the largest token covered by a reservation on

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 // handoff holds name, queues a waiter and releases, returning the
@@ -24,7 +25,7 @@ func handoff(t *testing.T, s *Store, name, holderID, waiterID string, ttl time.D
 		}
 		got <- g
 	}()
-	waitFor(t, func() bool { st, _ := s.Describe(ctx, name); return len(st.Waiters) == 1 })
+	testenv.WaitFor(t, "the waiter queued", func() bool { st, _ := s.Describe(ctx, name); return len(st.Waiters) == 1 })
 	if err := s.Release(ctx, name, holderID); err != nil {
 		t.Fatal(err)
 	}
@@ -138,5 +139,33 @@ func TestFenceHonoursDurableLeases(t *testing.T) {
 	defer s3.Close()
 	if _, err := s3.TryAcquire(ctx, req("f", "y", 1)); err != nil {
 		t.Errorf("a name gone idle is still fenced after a restart: %v", err)
+	}
+}
+
+// TestCleanCloseLeavesNoFence: after a clean Close every early handoff
+// is on disk, so the reopened store fences nothing and honours the lease.
+func TestCleanCloseLeavesNoFence(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	ctx := context.Background()
+	if _, err := s.TryAcquire(ctx, req("hot", "a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	handoff(t, s, "hot", "a", "b", time.Minute) // arms fast mode
+	c := handoff(t, s, "hot", "b", "c", time.Minute)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir)
+	defer s.Close()
+	st, err := s.Describe(ctx, "hot")
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].ID != "c" || st.Holders[0].Token != c.Token {
+		t.Fatalf("after a clean restart: %+v %v (want c, no fence)", st, err)
+	}
+	if err := s.Release(ctx, "hot", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TryAcquire(ctx, req("hot", "d", 1)); err != nil {
+		t.Fatalf("a clean restart fenced the name: %v", err)
 	}
 }

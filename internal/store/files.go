@@ -14,16 +14,18 @@ import (
 // Files in the data directory:
 //
 //	LOCK                    held (flock) by the process using the directory
+//	RESERVE                 the last token reservation known to be in the log
 //	wal-<16 hex>.log        log segment n: a header, then framed records
 //	snap-<16 hex>.snap      snapshot n: the state before segment n
 //	*.tmp                   a snapshot being written (deleted at open)
 const (
-	lockName   = "LOCK"
-	segPrefix  = "wal-"
-	segSuffix  = ".log"
-	snapPrefix = "snap-"
-	snapSuffix = ".snap"
-	tmpSuffix  = ".tmp"
+	lockName    = "LOCK"
+	reserveName = "RESERVE"
+	segPrefix   = "wal-"
+	segSuffix   = ".log"
+	snapPrefix  = "snap-"
+	snapSuffix  = ".snap"
+	tmpSuffix   = ".tmp"
 )
 
 func segPath(dir string, n uint64) string {

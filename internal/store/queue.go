@@ -2,26 +2,26 @@ package store
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/sema-dev/sema"
 )
 
-// waiter is one queued acquire.
+// waiter is one acquire from AcquireAsync until it is answered: queued
+// (queued), then granted (lease) or failed (err).
 type waiter struct {
 	req        sema.Request
 	principal  string
 	admin      bool
+	done       func(sema.Grant, error)
+	e          *entry // the queue it is in
 	since      int64
 	prev, next *waiter
-	ready      chan struct{} // closed once lease or err is set
+	queued     bool
 	lease      *lease
-	early      bool // lease may be answered before its record is on disk
-	waited     time.Duration
+	grant      sema.Grant
+	fresh      bool // lease was granted to it (not a retry's): give it back if the log fails
+	early      bool // answered before the grant's record is on disk (fast.go)
 	err        error
-	notify     func(*Wait) // an AcquireAsync's: called once granted or failed
-	async      *Wait
-	cancelled  bool
 }
 
 // queue is an intrusive FIFO list of waiters.
@@ -83,20 +83,28 @@ func (s *Store) enqueue(e *entry, w *waiter) error {
 			return fmt.Errorf("store: acquire %q: %w", e.name, ErrForbidden)
 		}
 		e.waiters.replace(old, w)
+		old.queued = false
 		old.err = fmt.Errorf("store: acquire %q: superseded by a retry with the same lease id: %w", e.name, sema.ErrNotAcquired)
-		close(old.ready)
-		s.queueNotify(old)
+		s.answerLater(old)
 	} else {
 		e.waiters.push(w)
 		s.waiting.Add(1)
 	}
+	w.e, w.queued = e, true
 	s.queued[k] = w
+	s.queuedPeak = max(s.queuedPeak, len(s.queued))
 	return nil
 }
 
 // dequeue removes w from e's queue. Callers hold s.mu.
 func (s *Store) dequeue(e *entry, w *waiter) {
 	e.waiters.remove(w)
+	w.queued = false
 	s.waiting.Add(-1)
 	delete(s.queued, e.name+"\x00"+w.req.ID)
+	if len(s.queued) == 0 && s.queuedPeak > 1024 {
+		// A map never shrinks: after a crowd of waiters has gone, let its
+		// memory go too.
+		s.queued, s.queuedPeak = make(map[string]*waiter), 0
+	}
 }

@@ -59,6 +59,7 @@ type record struct {
 	acquired  int64 // wall clock, Unix nanoseconds
 	reason    byte
 	count     uint64 // kindMeta: number of grant records that follow
+	odd       string // decoded, not written: why this record is honoured with a warning
 }
 
 // appendFrame appends the framed encoding of r to dst.
@@ -198,7 +199,13 @@ func (d *decoder) byte1(what string) byte {
 	return c
 }
 
-// decodePayload decodes and validates one record payload.
+// decodePayload decodes and checks one record payload. What recovery
+// could not honour safely — bytes that do not parse, a limit, weight or TTL
+// out of range — is corruption, an error. A well-formed record with an odd
+// value that was accepted when it was written (a label or a name that the
+// validation of today refuses, a pid out of range) is honoured: the record
+// comes back with odd saying what, for a warning (a pid out of range is
+// then not kept: it is informational, see pidOf).
 func decodePayload(p []byte) (record, error) {
 	d := decoder{b: p}
 	r := record{kind: d.byte1("kind")}
@@ -215,17 +222,21 @@ func decodePayload(p []byte) (record, error) {
 		r.token = d.uvarint("token")
 		ttl := d.uvarint("ttl")
 		r.acquired = d.varint("acquired")
-		if d.err == nil && (pid > 1<<31-1 || limit > sema.MaxLimit || weight > limit ||
-			ttl > uint64(sema.MaxTTL/time.Millisecond) || r.token == 0) {
+		if d.err == nil && (r.name == "" || r.id == "" ||
+			limit < 1 || limit > sema.MaxLimit || weight < 1 || weight > limit || ttl > maxTTLMillis) {
 			d.fail("grant field out of range")
 		}
 		r.pid, r.weight, r.limit = int(pid), int64(weight), int64(limit)
 		r.ttl = time.Duration(ttl) * time.Millisecond
-		if d.err == nil {
+		if pid > sema.MaxPID {
+			r.odd = fmt.Sprintf("pid %d out of range (not kept)", pid)
+		} else if d.err == nil {
 			req := sema.Request{Name: r.name, ID: r.id, Owner: r.owner, Limit: r.limit, Weight: r.weight,
 				TTL: r.ttl, Host: r.host, PID: r.pid}
 			if err := req.Validate(); err != nil {
-				return record{}, fmt.Errorf("store: bad grant record: %w", err)
+				r.odd = err.Error()
+			} else if r.token == 0 {
+				r.odd = "token 0"
 			}
 		}
 	case kindEnd:
@@ -236,14 +247,12 @@ func decodePayload(p []byte) (record, error) {
 		r.name = d.str("name", sema.MaxNameLen)
 		r.id = d.str("id", sema.MaxIDLen)
 		ttl := d.uvarint("ttl")
-		if d.err == nil && ttl > uint64(sema.MaxTTL/time.Millisecond) {
+		if d.err == nil && ttl > maxTTLMillis {
 			d.fail("ttl out of range")
 		}
 		r.ttl = time.Duration(ttl) * time.Millisecond
-		if d.err == nil {
-			if err := sema.ValidateTTL(r.ttl); err != nil {
-				return record{}, fmt.Errorf("store: bad ttl record: %w", err)
-			}
+		if err := sema.ValidateTTL(r.ttl); d.err == nil && err != nil {
+			r.odd = err.Error()
 		}
 	case kindMeta:
 		r.token = d.uvarint("token")
@@ -252,14 +261,12 @@ func decodePayload(p []byte) (record, error) {
 		r.name = d.str("name", sema.MaxNameLen)
 		limit := d.uvarint("limit")
 		ttl := d.uvarint("ttl")
-		if d.err == nil && (limit > sema.MaxLimit || ttl > uint64(sema.MaxTTL/time.Millisecond)) {
+		if d.err == nil && (limit < 1 || limit > sema.MaxLimit || ttl > maxTTLMillis) {
 			d.fail("fast record out of range")
 		}
 		r.limit, r.ttl = int64(limit), time.Duration(ttl)*time.Millisecond
-		if d.err == nil {
-			if err := errors.Join(sema.ValidateName(r.name), sema.ValidateLimit(r.limit), sema.ValidateTTL(r.ttl)); err != nil {
-				return record{}, fmt.Errorf("store: bad fast record: %w", err)
-			}
+		if err := errors.Join(sema.ValidateName(r.name), sema.ValidateTTL(r.ttl)); d.err == nil && err != nil {
+			r.odd = err.Error()
 		}
 	case kindUnfast:
 		r.name = d.str("name", sema.MaxNameLen)
@@ -276,3 +283,14 @@ func decodePayload(p []byte) (record, error) {
 	}
 	return r, nil
 }
+
+// pidOf is the pid a lease keeps of its grant record: 0 if out of range.
+func pidOf(r *record) int32 {
+	if r.pid < 0 || r.pid > sema.MaxPID {
+		return 0
+	}
+	return int32(r.pid)
+}
+
+// maxTTLMillis is the largest TTL a record may carry, in its unit.
+const maxTTLMillis = uint64(sema.MaxTTL / time.Millisecond)

@@ -10,15 +10,27 @@ import (
 	"github.com/sema-dev/sema"
 )
 
+// errCorrupt marks a data directory that cannot be recovered as it is: a
+// file damaged or missing, records that contradict each other. Open's
+// errors for it also wrap sema.ErrUnavailable.
+var errCorrupt = errors.New("the data directory is damaged")
+
 // recovered is the state rebuilt from a snapshot and the log.
 type recovered struct {
 	token   uint64
 	leases  map[string]*record // name\x00id → its grant record, TTL raised by later TTL records
 	fast    map[string]*record // name → its FAST record not followed by UNFAST
 	dropped int                // bytes of a torn tail dropped
+	odd     int                // records honoured with an odd value
+	oddWhy  string             // the first of them
 }
 
 func (st *recovered) apply(r *record) error {
+	if r.odd != "" {
+		if st.odd++; st.oddWhy == "" {
+			st.oddWhy = fmt.Sprintf("%q: %s", r.name, r.odd)
+		}
+	}
 	k := r.name + "\x00" + r.id
 	switch r.kind {
 	case kindGrant:
@@ -91,10 +103,10 @@ func open(cfg Config, lock *os.File) (*Store, error) {
 			return nil, fmt.Errorf("store: read snapshot: %w: %w", sema.ErrUnavailable, err)
 		}
 		if err := readSnapshot(data, from, st); err != nil {
-			return nil, fmt.Errorf("store: snapshot %s is corrupt: %w", snapPath(cfg.Dir, from), err)
+			return nil, fmt.Errorf("store: snapshot %s is corrupt (%v): %w: %w", snapPath(cfg.Dir, from), err, errCorrupt, sema.ErrUnavailable)
 		}
 	} else if len(segs) > 0 {
-		return nil, fmt.Errorf("store: %s has log segments but no snapshot: %w", cfg.Dir, sema.ErrUnavailable)
+		return nil, fmt.Errorf("store: %s has log segments but no snapshot: %w: %w", cfg.Dir, errCorrupt, sema.ErrUnavailable)
 	}
 	if err := replay(cfg, segs, from, st); err != nil {
 		return nil, err
@@ -105,12 +117,20 @@ func open(cfg Config, lock *os.File) (*Store, error) {
 	if st.dropped > 0 {
 		cfg.Logger.Warn("sema store: dropped the torn end of the log (a crash during a write)", "bytes", st.dropped)
 	}
+	if st.odd > 0 {
+		cfg.Logger.Warn("sema store: honouring records with values that requests may no longer carry",
+			"records", st.odd, "first", st.oddWhy)
+	}
+	if err := checkReserve(cfg, st); err != nil {
+		return nil, err
+	}
 
 	s := &Store{
 		cfg: cfg, log: cfg.Logger, lock: lock, base: time.Now(),
 		names: make(map[string]*entry), revoked: make(map[string]int64), principals: make(map[string]string),
 		queued: make(map[string]*waiter),
 		token:  st.token, reserved: st.token, resDurable: st.token,
+		mark: reserveMark{dir: cfg.Dir, top: st.token},
 	}
 	if err := s.restore(st); err != nil {
 		return nil, err
@@ -158,7 +178,7 @@ func replay(cfg Config, segs []uint64, from uint64, st *recovered) error {
 			want = todo[i-1] + 1
 		}
 		if n != want && (i > 0 || from > 0) {
-			return fmt.Errorf("store: log segment %s is missing: %w", segPath(cfg.Dir, want), sema.ErrUnavailable)
+			return fmt.Errorf("store: log segment %s is missing: %w: %w", segPath(cfg.Dir, want), errCorrupt, sema.ErrUnavailable)
 		}
 		fi, err := os.Stat(segPath(cfg.Dir, n))
 		if err != nil {
@@ -182,7 +202,7 @@ func replay(cfg Config, segs []uint64, from uint64, st *recovered) error {
 			return fmt.Errorf("store: read log: %w: %w", sema.ErrUnavailable, err)
 		}
 		if err := replaySegment(data, n, i == tail, st); err != nil {
-			return fmt.Errorf("store: log segment %s is corrupt: %w", path, err)
+			return fmt.Errorf("store: log segment %s is corrupt (%v): %w: %w", path, err, errCorrupt, sema.ErrUnavailable)
 		}
 	}
 	return nil
@@ -241,19 +261,19 @@ func (s *Store) restore(st *recovered) error {
 			s.names[r.name] = e
 		}
 		if e.limit != r.limit {
-			return fmt.Errorf("store: recovered holders of %q disagree on the limit (%d, %d): %w",
-				r.name, e.limit, r.limit, sema.ErrUnavailable)
+			return fmt.Errorf("store: recovered holders of %q disagree on the limit (%d, %d): %w: %w",
+				r.name, e.limit, r.limit, errCorrupt, sema.ErrUnavailable)
 		}
 		l := &lease{
 			e: e, id: r.id, owner: r.owner, host: r.host, principal: s.intern(r.principal),
 			token: r.token, weight: r.weight, ttl: r.ttl,
-			acquired: r.acquired - baseWall, renewed: now, expires: now + int64(r.ttl), pid: int32(r.pid),
+			acquired: r.acquired - baseWall, renewed: now, expires: now + int64(r.ttl), pid: pidOf(r),
 		}
 		e.holders = append(e.holders, l)
 		e.used += l.weight
 		if e.used > e.limit {
-			return fmt.Errorf("store: recovered holders of %q use %d permits of %d: %w",
-				r.name, e.used, e.limit, sema.ErrUnavailable)
+			return fmt.Errorf("store: recovered holders of %q use %d permits of %d: %w: %w",
+				r.name, e.used, e.limit, errCorrupt, sema.ErrUnavailable)
 		}
 		s.heap.push(l)
 		s.holders.Add(1)

@@ -2,14 +2,15 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/testenv"
 )
 
 // fill grants n leases on distinct names and returns the largest token.
@@ -153,64 +154,6 @@ func appendFile(t *testing.T, path string, b []byte) {
 	f.Close()
 }
 
-func TestCorruptionIsAnError(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		damage func(t *testing.T, dir string)
-	}{
-		{"record in the middle of the log", func(t *testing.T, dir string) {
-			seg := lastSegment(t, dir)
-			b, _ := os.ReadFile(seg)
-			b[len(segHeader(0))+frameHeader+3] ^= 0x55 // inside the first record
-			os.WriteFile(seg, b, 0o600)
-		}},
-		{"segment header", func(t *testing.T, dir string) {
-			seg := lastSegment(t, dir)
-			b, _ := os.ReadFile(seg)
-			b[0] = 'X'
-			os.WriteFile(seg, b, 0o600)
-		}},
-		{"snapshot", func(t *testing.T, dir string) {
-			snaps := files(t, dir, snapPrefix+"*")
-			b, _ := os.ReadFile(snaps[len(snaps)-1])
-			b[len(b)-2] ^= 0x01
-			os.WriteFile(snaps[len(snaps)-1], b, 0o600)
-		}},
-		{"snapshot truncated", func(t *testing.T, dir string) {
-			snaps := files(t, dir, snapPrefix+"*")
-			b, _ := os.ReadFile(snaps[len(snaps)-1])
-			os.WriteFile(snaps[len(snaps)-1], b[:len(b)-7], 0o600)
-		}},
-		{"snapshot missing", func(t *testing.T, dir string) {
-			for _, p := range files(t, dir, snapPrefix+"*") {
-				os.Remove(p)
-			}
-		}},
-		{"segment missing", func(t *testing.T, dir string) {
-			seg := lastSegment(t, dir)
-			os.Rename(seg, strings.Replace(seg, "000000000000000", "000000000000009", 1))
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			s := openT(t, dir)
-			fill(t, s, "x/", 3)
-			// The snapshot test needs leases in the snapshot: reopen once.
-			s.Close()
-			s = openT(t, dir)
-			fill(t, s, "y/", 3)
-			s.Close()
-			c.damage(t, dir)
-			s, err := Open(Config{Dir: dir, Logger: quiet})
-			if err == nil {
-				s.Close()
-				t.Fatal("Open of a damaged store succeeded")
-			}
-			t.Logf("Open: %v", err)
-		})
-	}
-}
-
 // TestSnapshotTruncatesLog: with a tiny snapshot threshold the log is cut
 // again and again while leases come and go; the directory stays small and
 // a crash copy taken at any point recovers the live leases.
@@ -241,7 +184,7 @@ func TestSnapshotTruncatesLog(t *testing.T) {
 			s2.Close()
 		}
 	}
-	waitFor(t, func() bool {
+	testenv.WaitFor(t, "the snapshot done", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return !s.snapshotting
@@ -281,13 +224,20 @@ func TestFsyncBeforeGrantIsAnswered(t *testing.T) {
 	}
 }
 
+// TestBadConfig: a configuration out of range is refused before anything
+// touches the disk, with an error wrapping sema.ErrInvalidArgument.
 func TestBadConfig(t *testing.T) {
-	for _, c := range []Config{{}, {Dir: "x", SnapshotBytes: -1}, {Dir: "x", FlushDelay: time.Hour}} {
-		if _, err := Open(c); err == nil {
+	dir := filepath.Join(t.TempDir(), "data")
+	for _, c := range []Config{{}, {Dir: dir, SnapshotBytes: -1}, {Dir: dir, FlushDelay: -time.Millisecond},
+		{Dir: dir, FlushDelay: time.Hour}} {
+		if s, err := Open(c); err == nil {
+			s.Close()
 			t.Errorf("Open(%+v) succeeded", c)
-		} else if !strings.Contains(err.Error(), "store:") {
-			t.Errorf("Open(%+v): %v", c, err)
+		} else if !errors.Is(err, sema.ErrInvalidArgument) {
+			t.Errorf("Open(%+v): %v; want an error wrapping sema.ErrInvalidArgument", c, err)
 		}
 	}
-	var _ = sema.ErrInvalidArgument
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused configuration created its data dir: %v", err)
+	}
 }

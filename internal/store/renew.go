@@ -14,7 +14,8 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration) (
 }
 
 // RenewAs extends a live lease of who by ttl from now. A TTL longer than
-// any journaled for the lease is on disk before RenewAs returns.
+// any journaled for the lease is on disk before RenewAs returns. A lease
+// of another principal is reported as an unknown one (expired).
 func (s *Store) RenewAs(ctx context.Context, name, id string, ttl time.Duration, who Caller) (sema.Grant, error) {
 	if err := sema.ValidateTTL(ttl); err != nil {
 		return sema.Grant{}, err
@@ -26,6 +27,10 @@ func (s *Store) RenewAs(ctx context.Context, name, id string, ttl time.Duration,
 	}
 	now := s.mono()
 	l := s.lookup(name, id, now)
+	if l != nil && !who.may(l) {
+		// Answered as an unknown ID: a guesser learns nothing.
+		l = nil
+	}
 	if l == nil {
 		_, forced := s.revoked[name+"\x00"+id]
 		s.unlock()
@@ -33,10 +38,6 @@ func (s *Store) RenewAs(ctx context.Context, name, id string, ttl time.Duration,
 			return sema.Grant{}, fmt.Errorf("store: renew %q: %w", name, sema.ErrForceReleased)
 		}
 		return sema.Grant{}, fmt.Errorf("store: renew %q: %w", name, sema.ErrExpired)
-	}
-	if !who.may(l) {
-		s.unlock()
-		return sema.Grant{}, fmt.Errorf("store: renew %q: %w", name, ErrForbidden)
 	}
 	l.renewed, l.expires = now, now+int64(ttl)
 	s.heap.fix(l)
@@ -51,6 +52,24 @@ func (s *Store) RenewAs(ctx context.Context, name, id string, ttl time.Duration,
 		return sema.Grant{}, err
 	}
 	return g, nil
+}
+
+// withdraw takes a request of who queued under the lease ID id out of the
+// queue, answering it ErrNotAcquired. Callers hold s.mu.
+func (s *Store) withdraw(name, id string, who Caller) {
+	w := s.queued[name+"\x00"+id]
+	if w == nil || !(who.Admin || who.Principal == w.principal) {
+		return
+	}
+	e := w.e
+	wasHead := e.waiters.head == w
+	s.dequeue(e, w)
+	w.err = fmt.Errorf("store: acquire %q: withdrawn by a release of its lease id: %w", name, sema.ErrNotAcquired)
+	s.answerLater(w)
+	if wasHead {
+		s.grantWaiters(e, s.mono())
+	}
+	s.dropIfIdle(e)
 }
 
 // lookup returns the live lease id of name, after expiring overdue holders.
@@ -74,6 +93,7 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 
 // ReleaseAs frees a lease of who. The release is journaled but not waited
 // for: losing it in a crash only keeps the permits held for one more TTL.
+// A lease of another principal is reported as an unknown one (ErrNotHeld).
 func (s *Store) ReleaseAs(_ context.Context, name, id string, who Caller) error {
 	s.mu.Lock()
 	defer s.unlock()
@@ -83,10 +103,10 @@ func (s *Store) ReleaseAs(_ context.Context, name, id string, who Caller) error 
 	now := s.mono()
 	l := s.lookup(name, id, now)
 	if l == nil {
-		return fmt.Errorf("store: release %q: %w", name, sema.ErrNotHeld)
+		s.withdraw(name, id, who)
 	}
-	if !who.may(l) {
-		return fmt.Errorf("store: release %q: %w", name, ErrForbidden)
+	if l == nil || !who.may(l) { // another's lease is answered as an unknown ID
+		return fmt.Errorf("store: release %q: %w", name, sema.ErrNotHeld)
 	}
 	s.endLocked(l, endRelease, now)
 	s.grantWaiters(l.e, now)

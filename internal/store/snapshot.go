@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/sema-dev/sema"
 )
@@ -36,29 +35,9 @@ func (s *Store) encodeSnapshot(n uint64) []byte {
 	return buf
 }
 
-// writeSnapshot writes data as snapshot n: to a temporary file, fsynced,
-// renamed into place, directory fsynced.
+// writeSnapshot writes data as snapshot n, atomically and durably.
 func writeSnapshot(dir string, n uint64, data []byte) error {
-	path := snapPath(dir, n)
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err == nil {
-		_, err = f.Write(data)
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	if err := writeFileSync(dir, snapPath(dir, n), data); err != nil {
 		return fmt.Errorf("store: write snapshot: %w: %w", sema.ErrUnavailable, err)
 	}
 	return nil

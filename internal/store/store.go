@@ -26,6 +26,7 @@ type Store struct {
 	revoked      map[string]int64 // name\x00id of force-released leases → forget after (mono)
 	principals   map[string]string
 	queued       map[string]*waiter // name\x00id → queued request
+	queuedPeak   int                // the most entries queued has had since it was made
 	closed       bool
 	wal          *wal
 	segNo        uint64
@@ -36,7 +37,8 @@ type Store struct {
 	reserved     uint64        // tokens reserved in the log (fast.go)
 	resDurable   uint64        // the largest reservation known to be on disk
 	pendingRes   []reservation // reservations not yet known to be on disk
-	notify       []*waiter     // AcquireAsync waiters to tell, after unlocking (async.go)
+	mark         reserveMark   // the reservation mark outside the log (reserve.go)
+	answers      []*waiter     // acquires to answer once s.mu is unlocked (acquire.go)
 
 	holders, waiting                  atomic.Int64
 	grants, expirations, forceRelease atomic.Uint64
@@ -97,7 +99,7 @@ func (s *Store) Err() error {
 }
 
 // Close fails every waiter with ErrClosed, writes and fsyncs the log and
-// releases the data directory.
+// releases the data directory. A clean Close leaves no name fenced.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -109,8 +111,12 @@ func (s *Store) Close() error {
 		for w := e.waiters.head; w != nil; w = e.waiters.head {
 			s.dequeue(e, w)
 			w.err = sema.ErrClosed
-			close(w.ready)
-			s.queueNotify(w)
+			s.answerLater(w)
+		}
+		if e.fast && e.fence == nil {
+			// Every grant is on disk once the log closes: no fence
+			// after a clean restart.
+			s.wal.append(&record{kind: kindUnfast, name: e.name}, false)
 		}
 	}
 	s.waiting.Store(0)
@@ -123,6 +129,7 @@ func (s *Store) Close() error {
 		<-snap
 	}
 	err := s.wal.close()
+	s.mark.wg.Wait()
 	unlockDir(s.lock)
 	return err
 }

@@ -73,7 +73,7 @@ func createSegment(dir string, n uint64) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: create log segment: %w: %w", sema.ErrUnavailable, err)
 	}
-	if _, err := f.Write(segHeader(n)); err == nil {
+	if _, err = f.Write(segHeader(n)); err == nil {
 		err = f.Sync()
 	}
 	if err == nil {

@@ -41,9 +41,10 @@ type Proc struct {
 	args []string // arguments
 	cred *syscall.Credential
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	exitErr error // how the last run ended (cmd.Wait's error)
 }
 
 func newProc(name, dir, bin string, args []string) *Proc {
@@ -76,9 +77,23 @@ func (p *Proc) Start() error {
 		return fmt.Errorf("testenv: starting %s: %w", p.Name, err)
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		close(done)
+	}()
 	p.cmd, p.done = cmd, done
 	return nil
+}
+
+// ExitErr returns how the process last exited: nil for status 0, else
+// an *exec.ExitError (or the error that ended the wait for it).
+func (p *Proc) ExitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitErr
 }
 
 // PID returns the process ID, or 0 when it is not running.

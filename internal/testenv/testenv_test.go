@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"debug/buildinfo"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -91,9 +92,39 @@ func TestEtcdClusterLeaderKill(t *testing.T) {
 	}
 }
 
+// TestSemaBinary: the binary runs, and is race-built exactly when the
+// tests are.
 func TestSemaBinary(t *testing.T) {
 	out, err := exec.Command(SemaBinary(t), "version").CombinedOutput()
 	if err != nil || len(out) == 0 {
 		t.Fatalf("sema version: %v\n%s", err, out)
 	}
+	info, err := buildinfo.ReadFile(SemaBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	race := false
+	for _, s := range info.Settings {
+		race = race || s.Key == "-race" && s.Value == "true"
+	}
+	if race != Race {
+		t.Fatalf("sema built with -race=%v; the tests run with -race=%v", race, Race)
+	}
+}
+
+// TestStartSema: a server from the race-built binary answers, survives a
+// kill -9 and a clean restart on the same data directory, and shuts down
+// cleanly.
+func TestStartSema(t *testing.T) {
+	s := StartSema(t, SemaOptions{})
+	pid := s.PID()
+	s.Restart(t, true)
+	s.Restart(t, false)
+	if s.PID() == pid || s.healthy() != nil {
+		t.Fatalf("after restarts: pid %d (was %d), health %v", s.PID(), pid, s.healthy())
+	}
+	s.Freeze()
+	WaitFor(t, "the server stopped", s.Stopped)
+	s.Thaw()
+	s.Shutdown(t)
 }

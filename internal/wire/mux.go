@@ -57,7 +57,7 @@ const (
 	MuxRequestHead = 9  // length, tag, op
 	MuxAnswerHead  = 10 // length, tag, status
 	// MuxMaxCalls bounds the calls in flight on one connection; a call
-	// beyond it is answered 429.
+	// beyond it is answered 429 (too_many_waiters).
 	MuxMaxCalls = 1 << 16
 	// MuxMaxAnswer bounds an answer's body (a lease envelope or an error).
 	MuxMaxAnswer = 1 << 20

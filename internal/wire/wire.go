@@ -1,5 +1,7 @@
-// Package wire holds the JSON types of the sema HTTP/JSON API v1, shared by
-// the server (internal/server) and its Go client (backend/remote).
+// Package wire holds what the sema server (internal/server) and its Go
+// client (backend/remote) share: the JSON types of the HTTP/JSON API v1,
+// their encoders and decoders (encode.go, decode.go, lease.go) and the
+// sema-mux framing (mux.go).
 //
 // Fields are snake_case, times are RFC 3339 with nanoseconds, durations are
 // integer milliseconds (fields ending in _ms). Every answer is an
@@ -116,21 +118,23 @@ type Envelope struct {
 // Error codes (the "code" field) and the HTTP status the server uses for
 // each when it can still choose one.
 const (
-	CodeNotAcquired     = "not_acquired"       // 409, sema.ErrNotAcquired (*sema.HeldError)
-	CodeLimitMismatch   = "limit_mismatch"     // 409, sema.ErrLimitMismatch
-	CodeLeaseLost       = "lease_lost"         // 410, sema.ErrLeaseLost
-	CodeNotHeld         = "not_held"           // 404, sema.ErrNotHeld
-	CodeInvalidName     = "invalid_name"       // 400, sema.ErrInvalidName
-	CodeInvalidArgument = "invalid_argument"   // 400, sema.ErrInvalidArgument
-	CodeBadRequest      = "bad_request"        // 400, sema.ErrInvalidArgument (malformed JSON, unknown field)
-	CodeTooLarge        = "too_large"          // 413, sema.ErrInvalidArgument
-	CodeUnauthorized    = "unauthorized"       // 401, missing or unknown token
-	CodeForbidden       = "forbidden"          // 403, role or lease owner mismatch
-	CodeNotFound        = "not_found"          // 404, no such route
-	CodeMethod          = "method_not_allowed" // 405
-	CodeUnavailable     = "unavailable"        // 503, sema.ErrUnavailable
-	CodeClosed          = "closed"             // 503, sema.ErrClosed
-	CodeInternal        = "internal"           // 500, sema.ErrUnavailable
+	CodeNotAcquired     = "not_acquired"         // 409, sema.ErrNotAcquired (*sema.HeldError)
+	CodeLimitMismatch   = "limit_mismatch"       // 409, sema.ErrLimitMismatch
+	CodeLeaseLost       = "lease_lost"           // 410, sema.ErrLeaseLost
+	CodeNotHeld         = "not_held"             // 404, sema.ErrNotHeld
+	CodeInvalidName     = "invalid_name"         // 400, sema.ErrInvalidName
+	CodeInvalidArgument = "invalid_argument"     // 400, sema.ErrInvalidArgument
+	CodeBadRequest      = "bad_request"          // 400, sema.ErrInvalidArgument (malformed JSON, unknown field)
+	CodeTooLarge        = "too_large"            // 413, sema.ErrInvalidArgument
+	CodeUnauthorized    = "unauthorized"         // 401, missing or unknown token
+	CodeForbidden       = "forbidden"            // 403, role or lease owner mismatch
+	CodeNotFound        = "not_found"            // 404, no such route
+	CodeMethod          = "method_not_allowed"   // 405
+	CodeTooManyWaiters  = "too_many_waiters"     // 429, a bound on waiting acquires (sema.ErrUnavailable)
+	CodeTooManyConns    = "too_many_connections" // 429, a bound on sema-mux connections
+	CodeUnavailable     = "unavailable"          // 503, sema.ErrUnavailable
+	CodeClosed          = "closed"               // 503, sema.ErrClosed
+	CodeInternal        = "internal"             // 500, sema.ErrUnavailable
 )
 
 // Reasons for lease_lost.
@@ -156,24 +160,9 @@ var HTTPStatus = map[string]int{
 	CodeForbidden:       403,
 	CodeNotFound:        404,
 	CodeMethod:          405,
+	CodeTooManyWaiters:  429,
+	CodeTooManyConns:    429,
 	CodeUnavailable:     503,
 	CodeClosed:          503,
 	CodeInternal:        500,
-}
-
-// ParseLength parses a Content-Length value of up to 15 decimal digits (no
-// sign, no spaces): the hand-written HTTP/1.1 paths of the server and the
-// client both read it.
-func ParseLength(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 15 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
 }

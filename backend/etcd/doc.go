@@ -1,0 +1,81 @@
+// Package etcd is the sema backend on an etcd cluster (URL
+// etcd://host:2379,host2:2379/prefix; etcds:// over TLS): the choice for
+// fleets that need the strongest guarantee — linearizable, and still
+// there when a member of the cluster is lost.
+//
+// It uses the official client, go.etcd.io/etcd/client/v3 (v3.5; its tests
+// run against etcd 3.4).
+//
+// # How it works
+//
+// Every lease — holder or waiter — is one key in the name's queue, on an
+// etcd lease of its own (the sema lease's TTL, kept alive by the core's
+// renewals; a waiter's by the waiting call). Its create revision orders
+// the queue (FIFO) and is the lease's fencing token. The holders are the
+// longest head of the queue whose weights fit in the limit: a waiter is
+// granted when the entries ahead of it leave, never before an earlier one,
+// with nothing written. Each step is one Txn with compares on revisions:
+//
+//   - acquire puts the entry if no entry of another limit exists (else
+//     sema.ErrLimitMismatch) and reads the tail of the queue, so a waiter
+//     knows the entry just ahead; TryAcquire puts it only if nobody waits
+//     and the permits are free;
+//   - renew is a keepalive of the entry's etcd lease (on one long-lived
+//     stream) beside a read that the entry is still the one granted: it
+//     never re-creates anything;
+//   - release deletes the entry if its create revision is still the one
+//     granted, so a late or repeated release never touches a newer lease.
+//
+// A waiter watches only what is ahead of it: the entry just ahead, or, once
+// every entry ahead holds, the deletions of the queue, counted against
+// what is ahead. A release thus wakes the one waiter it can serve. Watches
+// start at the current revision, which etcd serves at once (a watch from a
+// past revision, as etcd's own concurrency.Mutex starts, waits for a
+// catch-up loop that runs every 100ms); one read after the watch exists
+// closes the gap. Waiters of the same process are woken in-process. A
+// bounded re-check (Config.Recheck) guards against a lost event.
+//
+// # Guarantees
+//
+//   - Scope: every process of every host that reaches the cluster
+//     (sema.ScopeCluster). Linearizable: each step is one etcd transaction
+//     or read, served by the leader's quorum.
+//   - Safety: at every revision, the weights of a name's holders sum to at
+//     most its limit; the core's local deadline ends a lease before etcd
+//     can expire it.
+//   - FIFO without barging; a waiter that dies leaves the queue when its
+//     etcd lease expires (Config.WaiterTTL at most).
+//   - Fencing tokens are etcd revisions: strictly increasing per name over
+//     every grant, durable, and unchanged by compaction, restarts and
+//     leader changes. To fence writes inside etcd itself, compare a key of
+//     yours in the same Txn.
+//   - Expiry by etcd's clock: a holder that dies frees its permits when its
+//     etcd lease expires, within its TTL and about half a second.
+//   - Force-release ends holders at once and marks them, so that a holder
+//     still alive learns at its next renewal (sema.ErrForceReleased).
+//
+// # Caveats
+//
+//   - etcd counts lease TTLs in whole seconds (rounded up here), and at
+//     least its own minimum (1.5 election timeouts): a crashed holder of a
+//     TTL of 100ms holds for a second or more. etcd checks expiries every
+//     500ms.
+//   - A leader change extends every lease by its TTL (etcd's rule), so a
+//     dead holder may hold that much longer.
+//   - Acquire costs a Txn and a keepalive, release a Txn; TryAcquire on a
+//     busy name reads it. A name's keys are reused by each process, but
+//     every key ever written stays in etcd's index until a compaction: run
+//     etcd with auto-compaction.
+//   - A request with a TTL longer than Config.WaiterTTL waits on a lease of
+//     that TTL and moves to one of its own when granted (one more Txn).
+//   - AcquiredAt, ExpiresAt and a waiter's Since are this process's clock,
+//     as etcd does not report times. A holder's ExpiresAt in Describe is
+//     exact for a lease of this client; for another client's, it is etcd's
+//     remaining TTL rounded up to whole seconds (the lease ends no later).
+//   - An Acquire repeating the lease ID of a request still queued by the
+//     same client is refused (sema.ErrInvalidArgument); repeated by another
+//     client, it queues an entry of its own.
+//   - Restoring etcd from an older snapshot takes revisions, and so
+//     tokens, back, unless the restore bumps them (etcdutl snapshot restore
+//     --bump-revision).
+package etcd

@@ -1,0 +1,139 @@
+package etcd
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/sema-dev/sema"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// watch waits, through an etcd watch, for a change that may grant the
+// waiter. While an entry ahead waits too, it watches only the entry just
+// ahead (its deletion, or a put: a grant mark or a move to a longer lease)
+// and then reads the queue again. Once every entry ahead holds, it watches
+// the deletions of the queue and counts them against the entries ahead: the
+// grant needs no read. A watch starts at the current revision, so etcd
+// treats it as synced at once (a watch from an older revision is served by
+// a catch-up loop that runs every 100ms); if the queue may have changed
+// since it was read, one read after the watch exists closes the gap. It
+// returns the entries still ahead (all holding) when the waiter is
+// granted, else a fresh read of the queue.
+func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q queue, qat int64, granted []entry, err error) {
+	head := load <= w.req.Limit // then every entry ahead was read
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	pred := ahead[len(ahead)-1]
+	var wch clientv3.WatchChan
+	if head {
+		wch = w.b.cli.Watch(wctx, w.ld, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	} else {
+		wch = w.b.cli.Watch(wctx, pred.key, clientv3.WithCreatedNotify())
+	}
+	reread := func() (queue, int64, []entry, error) {
+		q, at, err := w.read(ctx)
+		return q, at, nil, err
+	}
+	recheck := time.NewTimer(w.b.cfg.Recheck)
+	defer recheck.Stop()
+	model := slices.Clone(ahead)
+	created := false
+	for {
+		select {
+		case resp, ok := <-wch:
+			switch {
+			case !ok || resp.Err() != nil || resp.Canceled:
+				// Cancelled by etcd (leader lost, compacted, …): read again.
+				return reread()
+			case resp.Created:
+				created = true
+				if resp.Header.Revision <= at {
+					continue // nothing happened since the read
+				}
+				// The queue may have changed between the read and the watch.
+				if !head {
+					// Only the entry ahead matters: a read of that key.
+					changed, gat, err := w.changed(ctx, pred)
+					if err != nil || changed {
+						return reread()
+					}
+					at = gat
+					continue
+				}
+				if q, at, err = w.read(ctx); err != nil {
+					return q, at, nil, err
+				}
+				fresh, _, ok := w.ahead(&q)
+				if !ok {
+					return q, at, nil, nil
+				}
+				if model = fresh; sum(model)+w.req.Weight <= w.req.Limit {
+					return q, at, model, nil
+				}
+				continue
+			case !created:
+				continue
+			}
+			for _, ev := range resp.Events {
+				if ev.Kv.ModRevision <= at {
+					continue // already in the state read
+				}
+				if !head {
+					return reread()
+				}
+				k := string(ev.Kv.Key)
+				if k == w.key {
+					return q, at, nil, errRequeue
+				}
+				model = slices.DeleteFunc(model, func(e entry) bool { return e.key == k })
+			}
+			if head && sum(model)+w.req.Weight <= w.req.Limit {
+				return q, at, model, nil
+			}
+		case <-recheck.C:
+			return reread()
+		case <-w.lost:
+			return q, at, nil, errRequeue
+		case <-ctx.Done():
+			return q, at, nil, notAcquired(ctx)
+		case <-w.b.closed:
+			return q, at, nil, sema.ErrClosed
+		}
+	}
+}
+
+// changed reads entry e's key and reports whether it is no longer the
+// entry read (gone, or rewritten: a grant mark, a move to a longer lease),
+// with the revision of the read.
+func (w *waiter) changed(ctx context.Context, e entry) (bool, int64, error) {
+	cctx, cancel := w.b.call(ctx)
+	defer cancel()
+	resp, err := w.b.cli.Get(cctx, e.key)
+	if err != nil {
+		return false, 0, err
+	}
+	return len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.rev || resp.Kvs[0].ModRevision != e.mod, resp.Header.Revision, nil
+}
+
+// anchor keeps one watch open, on a key nobody writes, for as long as the
+// backend is open: clientv3 closes a watch stream with its last watch, and
+// a waiter's watch would then open a new stream (an HTTP/2 stream and a
+// goroutine or two on each side) instead of sending one request.
+func (b *Backend) anchor() {
+	defer b.bg.Done()
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	defer cancel()
+	go func() {
+		<-b.closed
+		cancel()
+	}()
+	for ctx.Err() == nil {
+		for range b.cli.Watch(ctx, b.k.root+"anchor") {
+		}
+		select { // cancelled by etcd (no leader): open it again
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}

@@ -1,0 +1,5 @@
+package file
+
+// Wakeups returns how many times other processes woke b: rings of its
+// doorbells and close events received.
+func Wakeups(b *Backend) int64 { return b.wakes.Load() }

@@ -1,0 +1,128 @@
+package file
+
+import (
+	"context"
+	"time"
+)
+
+// A ring is a datagram to a doorbell. 'W' only says "read the state". 'G'
+// carries grants, as the granting step wrote them into the state, for the
+// waiters of one open file:
+//
+//	'G', nonce of the open file, limit,
+//	then per grant: token, weight, acquired, expires, ID length, ID
+//
+// (integers 8 bytes, little endian, but the 1-byte ID length).
+const (
+	ringHead  = 1 + 2*8
+	grantSize = 4*8 + 1
+	maxRing   = 1 << 16
+)
+
+// readAgain is the ring that only says "read the state".
+var readAgain = []byte{'W'}
+
+// grantRings encodes the grants hs (holders of st, all vouched for by one
+// open file) in as few rings as fit.
+func grantRings(st *state, hs []*holderRec) [][]byte {
+	var out [][]byte
+	var b []byte
+	for _, h := range hs {
+		if b != nil && len(b)+grantSize+len(h.ID) > maxRing {
+			out, b = append(out, b), nil
+		}
+		if b == nil {
+			b = append(make([]byte, 0, 256), 'G')
+			b = appendU64(b, h.Nonce)
+			b = appendI64(b, st.Limit)
+		}
+		b = appendU64(b, h.Token)
+		b = appendI64(b, h.Weight)
+		b = appendI64(b, h.Acquired)
+		b = appendI64(b, h.Expires)
+		b = appendStr(b, h.ID)
+	}
+	if b != nil {
+		out = append(out, b)
+	}
+	return out
+}
+
+// deliver hands the grants in ring msg to the waiters they name and reports
+// whether it could use the ring. A grant for a waiter that is gone (served
+// by a step of its own, or given up: its step gives the permits back)
+// counts as delivered. A ring that cannot be used (not a grant, not for
+// this open file, for a waiter whose entry was lost, or damaged) makes the
+// pump read the state.
+//
+// A grant that arrives after a repair of the state it was written in, by
+// another process and not seen here yet, is used: that repair left this
+// backend a phantom that blocks every grant until its next step here
+// registers the lease again, as any lease held at the time of the damage.
+// Once a step here has seen the waiter's entry gone (a repair by this
+// backend leaves it no phantom), its grant comes from the state only: a
+// late ring may bring the lost one.
+func (nf *nameFile) deliver(msg []byte) bool {
+	if len(msg) < ringHead+grantSize || msg[0] != 'G' {
+		return false
+	}
+	r := reader{b: msg[1:]}
+	nonce, limit := r.u64(), r.i64()
+	if nf.lockLocal(context.Background()) != nil {
+		return true // closed
+	}
+	defer nf.unlockLocal()
+	if nonce != nf.nonce {
+		return false
+	}
+	nf.raceSync()
+	ok := true
+	for len(r.b) > 0 && r.err == nil {
+		token, weight, acquired, expires := r.u64(), r.i64(), r.i64(), r.i64()
+		id := string(r.take(int(r.u8())))
+		if r.err != nil {
+			return false
+		}
+		w := nf.waiting[id]
+		switch {
+		case w == nil:
+		case w.lost || w.req.Weight != weight || w.req.Limit != limit || token == 0 || expires <= time.Now().UnixNano():
+			// (an expired grant: this process was stopped; whether the
+			// lease is still there, only the state can tell)
+			ok = false
+		default:
+			h := holderRec{ID: id, Owner: w.req.Owner, Host: w.req.Host, PID: pid32(w.req.PID), Token: token, Weight: weight,
+				Acquired: acquired, Renewed: acquired, Expires: expires, Slot: uint32(nf.slot), Nonce: nonce}
+			nf.grantLocal(w, &h, nf.name, limit)
+		}
+	}
+	return ok && r.err == nil
+}
+
+// ringGrants rings the processes whose waiters st granted (the lease IDs
+// granted), with their grants, and reports whether it rang any. Called
+// after the state is written, under the state lock: the woken do not need
+// it.
+func (nf *nameFile) ringGrants(st *state, granted []string) bool {
+	var bySlot map[uint32][]*holderRec
+	for _, id := range granted {
+		h := &st.Holders[st.holder(id)]
+		if nf.ours(h.Slot, h.Nonce) {
+			continue
+		}
+		if bySlot == nil {
+			bySlot = make(map[uint32][]*holderRec)
+		}
+		bySlot[h.Slot] = append(bySlot[h.Slot], h)
+	}
+	for slot, hs := range bySlot {
+		addr, err := nf.bellAddr(slot)
+		if err != nil {
+			continue
+		}
+		for _, msg := range grantRings(st, hs) {
+			nf.b.ring.ring(addr, msg)
+		}
+	}
+	return len(bySlot) > 0
+}

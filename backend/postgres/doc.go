@@ -1,0 +1,115 @@
+// Package postgres is the sema backend on PostgreSQL (URLs postgres://… and
+// postgresql://…): named locks and counting semaphores in the database a
+// team already runs, with durable fencing tokens, FIFO waiting and
+// hand-over by LISTEN/NOTIFY.
+//
+//	cfg, err := postgres.ParseURL("postgres://app@db:5432/app?sslmode=require")
+//	b, err := postgres.Open(ctx, cfg)
+//	client := sema.New(b)
+//
+// # Tables
+//
+// Open creates, on first use, a few tables, a sequence and functions in
+// Config.Schema, every name starting with Config.TablePrefix (by default
+// public.sema_…), and records their version; processes that start at once
+// create them once (a transaction-scoped advisory lock serializes them). A
+// database with tables of a newer version is refused. The tables are:
+//
+//   - names: one row per name in use, with the limit its holders and waiters
+//     agreed on and the sums of its leases' weights and of its waiters. The
+//     row is the name's lock: every step on a name locks it first, then
+//     touches only that name's rows, so steps never deadlock.
+//   - leases: one row per lease (name, lease ID, fencing token, owner,
+//     weight, host, pid, acquired, renewed, expires, revoked).
+//   - waiters: one row per queued request, in arrival order, each with a
+//     short lease of its own (Config.WaiterTTL) that its client renews
+//     while it waits.
+//
+// Each step (acquire, renew, release, a waiter's look, force-release) is
+// one call of a PL/pgSQL function (sql/functions.sql): one statement, one
+// short transaction, no lock held while a client waits. When the name's
+// row shows the permits free and nobody queued, an acquire is two
+// statements (lock the row, add the lease), and a release without waiters
+// is two (lock the row, delete the lease). The rows of names nobody holds
+// or waits for are swept every Config.Sweep.
+//
+// # Waiting
+//
+// A request that cannot be granted is queued. The step that frees permits
+// — a release, a cancelled wait, a force-release, or the head waiter's
+// look when a lease it waits for expires — grants them to the head of the
+// queue in its own transaction and sends a NOTIFY on the name's channel,
+// which PostgreSQL delivers when that transaction commits: one commit per
+// hand-off. Each Backend keeps one listen connection for all its waiters;
+// it LISTENs on the channels of the names they wait for and hands each
+// grant to its request. Without a notification a waiter looks at its
+// request every Config.Recheck (a cheap look that locks nothing), and at
+// the expiry that may free its turn. When the listen connection breaks it
+// is reopened, and every waiter looks again.
+//
+// # Poolers
+//
+// Every step is one statement, so the pool (Config.URL) may go through a
+// transaction-mode pooler such as PgBouncer. LISTEN needs a session of its
+// own: then set Config.ListenURL (or sema_listen=host:port in the URL) to
+// the database itself. The listen connection checks, when it opens, that a
+// NOTIFY sent through the pool reaches it; if not, waiting fails with an
+// error that says so. With a ListenURL of its own the backend sends
+// unnamed statements (PgBouncer before 1.21 cannot keep prepared
+// statements in transaction mode); otherwise it prepares them. pgx's URL
+// parameter default_query_exec_mode overrides that choice.
+//
+// # Guarantees
+//
+//   - Scope: every process on every host that reaches the database
+//     (sema.ScopeCluster). At every instant the weights of a name's live
+//     leases sum to at most its limit: steps on a name are serialized by its
+//     row lock and judge expiry on the database's clock.
+//   - Linearizable on one primary: each step takes effect at its commit.
+//   - FIFO: waiters are granted in arrival order; a later, smaller request
+//     never overtakes an earlier one, and a TryAcquire fails while anyone
+//     waits.
+//   - Durable fencing: tokens come from one sequence, strictly increasing
+//     per name (across all names, in fact), also after a restart or a crash
+//     of the database. A grant or a renewal commits with synchronous_commit
+//     on (set for that transaction if the server's default is off) before
+//     the client learns of it, so it survives a crash.
+//   - Expiry is judged by now(), the database's clock, at the start of each
+//     step's transaction. A step deletes expired leases before it counts
+//     their permits free, so a renewal racing with expiry either commits
+//     first or finds its lease gone.
+//   - A released lease's permits go to the queue in the release's own
+//     transaction; its waiters learn of it by NOTIFY.
+//   - A force-released lease is marked revoked and keeps its row until its
+//     expiry (holding no permits), so its holder's next renewal fails with
+//     sema.ErrForceReleased.
+//
+// # Caveats
+//
+//   - A release that hands nothing over, and steps that only queue, look
+//     or leave, commit without waiting for the disk. If the database
+//     crashes before such a release is written, the lease is back after the
+//     restart until its expiry; nobody can have been granted its permits
+//     meanwhile, since any later grant's durable commit writes the release
+//     before itself.
+//   - A failover keeps grants and tokens only with synchronous replication
+//     (Guarantees.SurvivesFailover is false: sema does not check it).
+//   - A waiter that dies leaves the queue within Config.WaiterTTL; if a
+//     release hands it permits in that window, they stay taken until that
+//     lease's TTL, as for a holder that dies.
+//   - Every NOTIFY in a database wakes every listening session of that
+//     database (PostgreSQL's design), so the cost of a hand-off grows with
+//     the number of processes waiting on any name of the database.
+//   - A waiting Acquire rides out an unreachable database for up to
+//     Config.WaiterTTL, then fails with sema.ErrUnavailable.
+//   - An acquire statement in flight is not abandoned when its context
+//     ends, only after 30 seconds: abandoned, it could still commit after
+//     its caller gave the request back, and its grant would stay until its
+//     TTL. The caller gives the grant back at once instead.
+//   - Names are stored as UTF-8: the database's encoding must be UTF8 (or
+//     SQL_ASCII).
+//   - Steps that find the tables or functions altered, a read-only database
+//     (a standby, default_transaction_read_only), missing rights or an
+//     unreachable server fail with errors wrapping sema.ErrUnavailable or
+//     sema.ErrPermission that say which.
+package postgres

@@ -1,0 +1,94 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sema-dev/sema"
+)
+
+// The listen connection is cut (pg_terminate_backend) while a request
+// waits: the listener reconnects, the waiter looks at its request again,
+// and hand-offs arrive by notification again. Recheck is 30s here, so a
+// grant within seconds comes from an event, not from the fallback.
+func TestListenConnectionLost(t *testing.T) {
+	cfg := shared(t)
+	cfg.Recheck, cfg.WaiterTTL = 30*time.Second, 90*time.Second
+	b := open(t, cfg)
+	peer := open(t, shared(t))
+	a := admin(t)
+	name := uniqueName("listen/lost")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for round := range 3 {
+		if _, err := peer.TryAcquire(ctx, req(name, "holder")); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			g, err := b.Acquire(ctx, req(name, "waiter"))
+			if err == nil {
+				err = b.Release(ctx, name, g.ID)
+			}
+			got <- err
+		}()
+		waitQueued(t, cfg.URL, name, 1)
+		if round == 1 {
+			// Cut it, and release at once: the notification may be lost
+			// while the listener reconnects; its re-check finds the grant.
+			sqlExec(t, a, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sema listen'")
+		}
+		start := time.Now()
+		if err := peer.Release(ctx, name, "holder"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the waiter was not granted within 10s of the release", round)
+		}
+		t.Logf("round %d: granted %v after the release", round, time.Since(start).Round(time.Microsecond))
+	}
+	if n := b.Stats().Reconnects; n < 2 {
+		t.Fatalf("listen connection opened %d times, want ≥ 2", n)
+	}
+}
+
+// Processes that open the same fresh tables at once create them once.
+func TestConcurrentFirstUse(t *testing.T) {
+	prefix := freshPrefix()
+	url := shared(t).URL + "&sema_prefix=" + prefix
+	errs := make(chan string, 8)
+	for range 8 {
+		go func() {
+			_, stderr, code := runSema(t, "status", "--backend", url, "first/use")
+			if code != 0 {
+				stderr = "exit " + stderr
+			} else {
+				stderr = ""
+			}
+			errs <- stderr
+		}()
+	}
+	for range 8 {
+		if e := <-errs; e != "" {
+			t.Fatalf("sema status on fresh tables: %s", e)
+		}
+	}
+	var rows, version int
+	if err := admin(t).QueryRow(context.Background(), "SELECT count(*), max(version) FROM "+prefix+"version").Scan(&rows, &version); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || version != 1 {
+		t.Fatalf("version table: %d rows, version %d", rows, version)
+	}
+	// And the tables work.
+	b := open(t, cfgWithPrefix(t, prefix))
+	if _, err := sema.New(b).Mutex("first/use").TryAcquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,24 @@
+package redis_test
+
+import (
+	"testing"
+
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/backendtest"
+	"github.com/sema-dev/sema/internal/testenv"
+)
+
+func conformance(t *testing.T, url string) {
+	backendtest.Run(t, backendtest.Config{
+		New:  func(t *testing.T) sema.Backend { return open(t, url) },
+		Peer: func(t *testing.T, _ sema.Backend) sema.Backend { return open(t, url) },
+		Reopen: func(t *testing.T, b sema.Backend) sema.Backend {
+			_ = b.Close()
+			return open(t, url)
+		},
+	})
+}
+
+func TestConformance(t *testing.T) { conformance(t, testenv.SharedRedis(t).URL()) }
+
+func TestConformanceCluster(t *testing.T) { conformance(t, testenv.SharedRedisCluster(t).URL()) }

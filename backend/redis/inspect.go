@@ -1,0 +1,126 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sema-dev/sema"
+)
+
+// Describe returns the live holders and waiters of name, read in one
+// script at one instant of Redis's clock.
+func (b *Backend) Describe(ctx context.Context, name string) (sema.Status, error) {
+	if b.closed.Load() {
+		return sema.Status{}, sema.ErrClosed
+	}
+	if err := sema.ValidateName(name); err != nil {
+		return sema.Status{}, err
+	}
+	keys := b.ks.keys(name)
+	v, err := describeScript.Run(ctx, b.rdb, keys[:2]).Result()
+	if err != nil {
+		return sema.Status{}, wrap("describe", name, err)
+	}
+	st, err := decodeStatus(name, v)
+	if err != nil {
+		return sema.Status{}, fmt.Errorf("redis: describe %q: %w", name, err)
+	}
+	slices.SortFunc(st.Holders, func(a, b sema.Holder) int { return cmp.Compare(a.Token, b.Token) })
+	return st, nil
+}
+
+// List returns the names starting with prefix that have holders or
+// waiters, sorted. It walks the keys with SCAN (never KEYS), on every
+// primary of a cluster, and describes each name it finds; a name whose
+// keys sema cannot read is left out, with a warning to Config.Logger.
+func (b *Backend) List(ctx context.Context, prefix string) ([]sema.Status, error) {
+	if b.closed.Load() {
+		return nil, sema.ErrClosed
+	}
+	if len(prefix) > sema.MaxNameLen {
+		return nil, fmt.Errorf("%w: prefix longer than %d bytes", sema.ErrInvalidName, sema.MaxNameLen)
+	}
+	var (
+		mu    sync.Mutex
+		names []string
+	)
+	scan := func(ctx context.Context, c *goredis.Client) error {
+		it := c.Scan(ctx, 0, b.ks.pattern(prefix), 1000).Iterator()
+		for it.Next(ctx) {
+			name, err := b.ks.nameOf(it.Val())
+			if err != nil || !strings.HasPrefix(name, prefix) {
+				continue // not sema's, or not under prefix
+			}
+			mu.Lock()
+			names = append(names, name)
+			mu.Unlock()
+		}
+		return it.Err()
+	}
+	var err error
+	if b.cluster != nil {
+		err = b.cluster.ForEachMaster(ctx, scan)
+	} else {
+		err = scan(ctx, b.single)
+	}
+	if err != nil {
+		return nil, wrap("list", prefix, err)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	var out []sema.Status
+	for _, name := range names {
+		st, err := b.Describe(ctx, name)
+		if errors.Is(err, ErrCorrupt) {
+			b.cfg.Logger.Warn("sema: redis: list skips a name whose keys sema cannot read", "name", name, "err", err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(st.Holders) > 0 || len(st.Waiters) > 0 {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// ForceRelease ends the lease id of name, or all of its leases if id is
+// empty, and hands the permits to the waiters. A later Renew of such a
+// lease wraps sema.ErrForceReleased.
+func (b *Backend) ForceRelease(ctx context.Context, name, id string) ([]sema.Holder, error) {
+	if b.closed.Load() {
+		return nil, sema.ErrClosed
+	}
+	if err := sema.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if id != "" {
+		if err := sema.ValidateID(id); err != nil {
+			return nil, err
+		}
+	}
+	v, _, err := b.run(ctx, forceScript, name, id, b.live)
+	if err != nil {
+		return nil, wrap("force-release", name, err)
+	}
+	a, err := reply(v)
+	var hs []sema.Holder
+	if err == nil {
+		hs, err = holdersAt(a, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis: force-release %q: %w", name, err)
+	}
+	if len(hs) == 0 {
+		return nil, fmt.Errorf("redis: force-release %q: %w", name, sema.ErrNotHeld)
+	}
+	return hs, nil
+}

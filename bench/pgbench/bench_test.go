@@ -1,0 +1,74 @@
+package pgbench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// BenchmarkUncontended: one client, one lock, acquire and release in a
+// loop. ns/op is one pair.
+func BenchmarkUncontended(b *testing.B) {
+	for _, s := range systems {
+		if s.name == "sema-8" {
+			continue
+		}
+		b.Run(s.name, func(b *testing.B) {
+			ls, _ := s.make(b, 1)
+			name := "bench/solo/" + runID()
+			elapsed := drive(b, 1, func(int) error {
+				if err := ls[0].lock(bg, name); err != nil {
+					return err
+				}
+				return ls[0].unlock(bg, name)
+			})
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "pairs/s")
+		})
+	}
+}
+
+// BenchmarkHotName: 64 contenders take turns on one lock.
+func BenchmarkHotName(b *testing.B) {
+	for _, s := range systems {
+		b.Run(s.name, func(b *testing.B) {
+			before := deadlocks(b)
+			ls, done := s.make(b, contenders)
+			name := "bench/hot/" + runID()
+			t := newTurns()
+			elapsed := drive(b, contenders, func(w int) error {
+				start := time.Now()
+				if err := ls[w].lock(bg, name); err != nil {
+					return err
+				}
+				t.got(w, time.Since(start))
+				return ls[w].unlock(bg, name)
+			})
+			t.report(b, elapsed)
+			done(b)
+			reportDeadlocks(b, before)
+		})
+	}
+}
+
+// BenchmarkManyNames: 64 contenders each take one of 1,000 locks at random.
+func BenchmarkManyNames(b *testing.B) {
+	const names = 1000
+	for _, s := range systems {
+		b.Run(s.name, func(b *testing.B) {
+			before := deadlocks(b)
+			ls, done := s.make(b, contenders)
+			base := "bench/many/" + runID() + "/"
+			elapsed := drive(b, contenders, func(w int) error {
+				name := base + fmt.Sprint(rand.IntN(names))
+				if err := ls[w].lock(bg, name); err != nil {
+					return err
+				}
+				return ls[w].unlock(bg, name)
+			})
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "pairs/s")
+			done(b)
+			reportDeadlocks(b, before)
+		})
+	}
+}

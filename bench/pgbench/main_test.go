@@ -1,0 +1,172 @@
+package pgbench
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sema-dev/sema/internal/testenv"
+)
+
+// pgURL is the database of the run: SEMA_TEST_POSTGRES_URL, else one
+// started by testenv. Read once by TestMain: libraries never read the
+// environment.
+var pgURL = os.Getenv("SEMA_TEST_POSTGRES_URL")
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// database returns the URL of the database of the run.
+func database(b *testing.B) string {
+	if pgURL == "" {
+		pgURL = testenv.SharedPostgres(b).URL()
+	}
+	return pgURL
+}
+
+// contenders is the number of concurrent clients of the contended
+// benchmarks.
+const contenders = 64
+
+var bg = context.Background()
+
+// runID makes names unique per benchmark run.
+func runID() string { return strings.ToLower(rand.Text()[:10]) }
+
+// drive runs n goroutines that together call op b.N times, and returns the
+// elapsed wall time. The first error fails the benchmark.
+func drive(b *testing.B, n int, op func(worker int) error) time.Duration {
+	b.Helper()
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		failed  error
+	)
+	b.ResetTimer()
+	start := time.Now()
+	for w := range n {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if err := op(w); err != nil {
+					errOnce.Do(func() { failed = err })
+					next.Store(int64(b.N))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if failed != nil {
+		b.Fatal(failed)
+	}
+	return elapsed
+}
+
+// turns records who got the lock and how long each waited.
+type turns struct {
+	mu       sync.Mutex
+	last     int
+	handoffs int
+	waits    []time.Duration
+}
+
+func newTurns() *turns { return &turns{last: -1} }
+
+// got is called by worker while it holds the hot lock, after waiting w.
+func (t *turns) got(worker int, w time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last >= 0 && t.last != worker {
+		t.handoffs++
+	}
+	t.last = worker
+	t.waits = append(t.waits, w)
+}
+
+// report adds the hot-name metrics.
+func (t *turns) report(b *testing.B, elapsed time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(t.waits)
+	if n == 0 {
+		return
+	}
+	slices.Sort(t.waits)
+	q := func(p float64) float64 { return float64(t.waits[min(n-1, int(p*float64(n)))]) / 1e6 }
+	b.ReportMetric(float64(t.handoffs)/elapsed.Seconds(), "handoffs/s")
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "acq/s")
+	b.ReportMetric(q(0.50), "wait-p50-ms")
+	b.ReportMetric(q(0.99), "wait-p99-ms")
+	b.ReportMetric(float64(t.waits[n-1])/1e6, "wait-max-ms")
+	if n > 1 {
+		b.ReportMetric(100*float64(n-1-t.handoffs)/float64(n-1), "same-pct")
+	}
+}
+
+// conns opens n connections of a pool of n, closed with b.
+func conns(b *testing.B, n int) *pgxpool.Pool {
+	b.Helper()
+	cfg, err := pgxpool.ParseConfig(database(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns, cfg.MinConns = int32(n), int32(n)
+	p, err := pgxpool.NewWithConfig(bg, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	// Open them all now, outside the timed part.
+	held := make([]*pgxpool.Conn, n)
+	for i := range held {
+		if held[i], err = p.Acquire(bg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range held {
+		c.Release()
+	}
+	return p
+}
+
+// deadlocks returns the deadlocks PostgreSQL has detected in the database.
+// Sessions report theirs when they end or go idle, within a second.
+func deadlocks(b *testing.B) int64 {
+	b.Helper()
+	c, err := pgx.Connect(bg, database(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(bg)
+	var n int64
+	if err := c.QueryRow(bg, "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// reportDeadlocks reports the deadlocks detected since before. The
+// benchmark's sessions have ended: a session reports its counts when it
+// ends, which the statistics show within a moment.
+func reportDeadlocks(b *testing.B, before int64) {
+	n := deadlocks(b)
+	for range 10 {
+		if n != before {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+		n = deadlocks(b)
+	}
+	b.ReportMetric(float64(n-before), "deadlocks")
+}
