@@ -1,9 +1,11 @@
 package faults
 
 import (
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,16 +33,18 @@ type engine struct {
 
 // target is a started engine.
 type target struct {
-	workerURL string // the URL workers open: through the proxy if there is one
-	adminURL  string // the URL the harness opens (describe, force-release): direct
-	proxy     *Proxy
-	restart   func(crash bool) error // nil: no server to restart
+	workerURL string   // the URL workers open: through the proxies if there are any
+	adminURL  string   // the URL the harness opens (describe, force-release): direct
+	proxies   []*Proxy // one per server the workers reach
+	// restart injects each restart fault the engine gets.
+	restart map[FaultKind]func() error
 }
 
 var (
 	holderFaults  = []FaultKind{FaultKillHolder, FaultKillWaiter, FaultStop, FaultForce}
 	networkFaults = []FaultKind{FaultReset, FaultStall, FaultNoRead}
 	restartFaults = []FaultKind{FaultCrash, FaultTerm}
+	memberFaults  = []FaultKind{FaultMember, FaultLeader}
 )
 
 func concat(lists ...[]FaultKind) []FaultKind {
@@ -69,6 +73,37 @@ var engines = []engine{
 		faults: concat(holderFaults, networkFaults, restartFaults),
 		need:   func(g sema.Guarantees) bool { return g.Linearizable && g.DurableFencing },
 	},
+	{
+		// One Redis server with the append-only file fsynced at every
+		// write, restarted with kill -9 and SIGTERM. Redis declares itself
+		// not linearizable because of replication and failover; on one
+		// server every operation is one atomic script, which the checks
+		// hold it to. No replica, no failover: a failover may lose an
+		// answered grant (SurvivesFailover is false).
+		name:   "redis",
+		start:  startRedis,
+		faults: concat(holderFaults, networkFaults, restartFaults),
+		need:   func(g sema.Guarantees) bool { return g.Scope == sema.ScopeCluster && g.FIFO && g.DurableFencing },
+	},
+	{
+		// One PostgreSQL primary, restarted by a fast shutdown and by
+		// kill -9 of the postmaster (crash recovery). No standby: a
+		// failover keeps grants only with synchronous replication, which
+		// sema does not check (SurvivesFailover is false).
+		name:   "postgres",
+		start:  startPostgres,
+		faults: concat(holderFaults, networkFaults, restartFaults),
+		need:   func(g sema.Guarantees) bool { return g.Linearizable && g.DurableFencing },
+	},
+	{
+		// Three etcd members, each behind a proxy; a member, or the
+		// leader, is killed with kill -9 and restarted on its data.
+		// Linearizable and durable through leader changes.
+		name:   "etcd",
+		start:  startEtcd,
+		faults: concat(holderFaults, networkFaults, memberFaults),
+		need:   func(g sema.Guarantees) bool { return g.Linearizable && g.DurableFencing && g.SurvivesFailover },
+	},
 }
 
 func startFile(t *testing.T, r *run) target {
@@ -79,12 +114,74 @@ func startFile(t *testing.T, r *run) target {
 func startServe(t *testing.T, r *run) target {
 	s := testenv.StartSemaServer(t, "--log-level", "info")
 	t.Cleanup(func() { keepLog(t, s.Log, filepath.Join(r.dir, "serve.log")) })
-	p, err := NewProxy(s.Addr)
+	p := newProxy(t, s.Addr)
+	return target{workerURL: "http://" + p.Addr(), adminURL: s.URL(), proxies: []*Proxy{p},
+		restart: map[FaultKind]func() error{
+			FaultCrash: func() error { return s.Restart(true) },
+			FaultTerm:  func() error { return s.Restart(false) },
+		}}
+}
+
+func startRedis(t *testing.T, r *run) target {
+	rd := testenv.StartRedis(t, testenv.RedisOptions{Persist: true})
+	p := newProxy(t, rd.Addr)
+	return target{workerURL: "redis://" + p.Addr() + "/0", adminURL: rd.URL(), proxies: []*Proxy{p},
+		restart: map[FaultKind]func() error{
+			FaultCrash: func() error { rd.Restart(t, true); return nil },
+			FaultTerm:  func() error { rd.Restart(t, false); return nil },
+		}}
+}
+
+func startPostgres(t *testing.T, r *run) target {
+	pg := testenv.StartPostgres(t)
+	p := newProxy(t, pg.Addr)
+	u, err := url.Parse(pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.Addr()
+	return target{workerURL: u.String(), adminURL: pg.URL(), proxies: []*Proxy{p},
+		restart: map[FaultKind]func() error{
+			FaultCrash: func() error { pg.Restart(t, true); return nil },
+			FaultTerm:  func() error { pg.Restart(t, false); return nil },
+		}}
+}
+
+func startEtcd(t *testing.T, r *run) target {
+	c := testenv.StartEtcd(t, 3)
+	var ps []*Proxy
+	var addrs []string
+	for _, m := range c.Members {
+		p := newProxy(t, m.ClientAddr)
+		ps = append(ps, p)
+		addrs = append(addrs, p.Addr())
+	}
+	// A member stays down for up to a TTL: the others elect a leader, or
+	// carry on without it.
+	bounce := func(i int) error {
+		if i < 0 {
+			return fmt.Errorf("no member knows a leader")
+		}
+		m := c.Members[i]
+		m.Kill()
+		time.Sleep(r.between(0, r.cfg.ttl))
+		m.Restart(t)
+		return nil
+	}
+	return target{workerURL: "etcd://" + strings.Join(addrs, ","), adminURL: c.URL(), proxies: ps,
+		restart: map[FaultKind]func() error{
+			FaultMember: func() error { return bounce(r.intn(len(c.Members))) },
+			FaultLeader: func() error { return bounce(c.Leader()) },
+		}}
+}
+
+func newProxy(t *testing.T, addr string) *Proxy {
+	p, err := NewProxy(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	return target{workerURL: "http://" + p.Addr(), adminURL: s.URL(), proxy: p, restart: s.Restart}
+	return p
 }
 
 // keepLog copies an engine's log into the run's directory.

@@ -104,7 +104,16 @@ const (
 	FaultReset      FaultKind = "connection reset"
 	FaultStall      FaultKind = "connection stalled"
 	FaultNoRead     FaultKind = "client stops reading"
+	FaultMember     FaultKind = "etcd member kill -9 + restart"
+	FaultLeader     FaultKind = "etcd leader kill -9 + restart"
 )
+
+// restarts reports whether k restarts the engine (or part of it): leases
+// from before may last one TTL longer, as after a leader change, and a
+// TryAcquire may find permits taken meanwhile.
+func (k FaultKind) restarts() bool {
+	return k == FaultCrash || k == FaultTerm || k == FaultMember || k == FaultLeader
+}
 
 // Fault is one injected fault: it began at T and ended at End (the
 // restarted server answered, the stopped process was continued, …).

@@ -63,9 +63,9 @@ func (r *run) injectOne(k FaultKind) bool {
 			defer r.bg.Done()
 			r.force(name)
 		}()
-	case FaultCrash, FaultTerm:
+	case FaultCrash, FaultTerm, FaultMember, FaultLeader:
 		t := Now()
-		if err := r.tgt.restart(k == FaultCrash); err != nil {
+		if err := r.tgt.restart[k](); err != nil {
 			// Say so, stop injecting, and check what was recorded.
 			r.t.Errorf("%s: %v", k, err)
 			r.broken = true
@@ -76,13 +76,22 @@ func (r *run) injectOne(k FaultKind) bool {
 		// in between may have had its answer cut.
 		t := Now()
 		if r.intn(4) == 0 {
-			n := r.tgt.proxy.ResetAll()
+			var n int
+			for _, p := range r.tgt.proxies {
+				n += p.ResetAll()
+			}
 			r.fault(Fault{Kind: k, T: t, End: Now(), Note: strconv.Itoa(n) + " connections"})
 			return true
 		}
-		r.mu.Lock()
-		ok := r.tgt.proxy.ResetOne(r.rng)
-		r.mu.Unlock()
+		ok := false
+		for _, p := range r.shuffledProxies() {
+			r.mu.Lock()
+			ok = p.ResetOne(r.rng)
+			r.mu.Unlock()
+			if ok {
+				break
+			}
+		}
 		if !ok {
 			return false
 		}
@@ -93,9 +102,15 @@ func (r *run) injectOne(k FaultKind) bool {
 			dir = Down
 		}
 		t := Now()
-		r.mu.Lock()
-		end := r.tgt.proxy.Pause(r.rng, dir)
-		r.mu.Unlock()
+		var end func(reset bool)
+		for _, p := range r.shuffledProxies() {
+			r.mu.Lock()
+			end = p.Pause(r.rng, dir)
+			r.mu.Unlock()
+			if end != nil {
+				break
+			}
+		}
 		if end == nil {
 			return false
 		}
@@ -152,6 +167,15 @@ func (r *run) heldName() string {
 		}
 	}
 	return ""
+}
+
+// shuffledProxies returns the target's proxies in a random order.
+func (r *run) shuffledProxies() []*Proxy {
+	ps := make([]*Proxy, 0, len(r.tgt.proxies))
+	for _, i := range r.perm(len(r.tgt.proxies)) {
+		ps = append(ps, r.tgt.proxies[i])
+	}
+	return ps
 }
 
 func (r *run) perm(n int) []int {

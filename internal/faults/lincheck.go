@@ -25,7 +25,7 @@ var model = (&porcupine.NondeterministicModel{
 	DescribeOperation: func(input, _ any) string {
 		in := input.(*mInput)
 		if in.op == nil {
-			return fmt.Sprintf("server %s", map[mKind]string{mCrash: "kill -9 + restart", mRestart: "SIGTERM + restart"}[in.kind])
+			return string(in.fault)
 		}
 		if in.cut {
 			return in.op.String() + " (cut: outcome unknown)"
@@ -119,12 +119,12 @@ func (h *History) modelOps(name string, o Options, strict bool) []porcupine.Oper
 		add(in, ret, op.Client)
 	}
 	for _, f := range h.Faults {
-		if f.Kind == FaultCrash || f.Kind == FaultTerm {
-			k := mCrash
-			if f.Kind == FaultTerm {
-				k = mRestart
+		if f.Kind.restarts() {
+			k := mRestart
+			if f.Kind == FaultCrash {
+				k = mCrash
 			}
-			add(&mInput{kind: k, limit: h.Limits[name], call: f.T, ret: f.End, after: f.End + ttl + o.Slack}, f.End, -1)
+			add(&mInput{kind: k, fault: f.Kind, limit: h.Limits[name], call: f.T, ret: f.End, after: f.End + ttl + o.Slack}, f.End, -1)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b porcupine.Operation) int { return cmpInt(a.Call, b.Call) })
@@ -136,7 +136,7 @@ func (h *History) modelOps(name string, o Options, strict bool) []porcupine.Oper
 func (h *History) brokenDuring(op *Op) bool {
 	for _, f := range h.Faults {
 		switch f.Kind {
-		case FaultReset, FaultStall, FaultNoRead, FaultCrash, FaultTerm:
+		case FaultReset, FaultStall, FaultNoRead, FaultCrash, FaultTerm, FaultMember, FaultLeader:
 			if f.T <= op.Ret && f.End >= op.Call {
 				return true
 			}
@@ -150,7 +150,7 @@ func (h *History) brokenDuring(op *Op) bool {
 // answered again (the recovery fence, leases whose end was not on disk).
 func (h *History) restartDuring(op *Op, ttl int64, o Options) bool {
 	for _, f := range h.Faults {
-		if (f.Kind == FaultCrash || f.Kind == FaultTerm) && f.T < op.Ret && f.End+ttl+o.Slack > op.Call {
+		if f.Kind.restarts() && f.T < op.Ret && f.End+ttl+o.Slack > op.Call {
 			return true
 		}
 	}

@@ -31,7 +31,8 @@ const (
 // mInput is an operation as the model sees it.
 type mInput struct {
 	kind   mKind
-	op     *Op // for descriptions; nil for crash and restart
+	op     *Op       // for descriptions; nil for crash and restart
+	fault  FaultKind // crash, restart: the fault, for descriptions
 	id     string
 	weight int64
 	limit  int64
@@ -173,7 +174,13 @@ func step(s0 *mState, in *mInput) []*mState {
 			if !s.leases[i].zombie && !gone(s.leases[i]) {
 				return nil
 			}
-			s.leases = slices.Delete(s.leases, i, i+1)
+			// A release that found the lease gone proves it gone. A
+			// refresh reports it lost also when the client's own
+			// deadline passed first, while the backend may still hold
+			// it until it expires (and a force-release may report it).
+			if in.kind == mReleaseGone {
+				s.leases = slices.Delete(s.leases, i, i+1)
+			}
 		}
 		return []*mState{s}
 	case mReleaseOK:

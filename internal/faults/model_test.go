@@ -104,6 +104,16 @@ func TestModel(t *testing.T) {
 			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
 			mop(0, 700, 810, mInput{kind: mRefreshLost, id: "a"}),
 		}},
+		{"a lease reported lost at its deadline is force-released before it expires", true, []porcupine.Operation{
+			mop(0, 0, 10, grant("a", 1, 1, 800, 1500)),
+			mop(0, 500, 810, mInput{kind: mRefreshLost, id: "a"}),
+			mop(2, 900, 910, mInput{kind: mForce, freed: []string{"a"}}),
+		}},
+		{"a lease reported lost holds no permits past its expiry", true, []porcupine.Operation{
+			mop(0, 0, 10, grant("a", 1, 1, 800, 1500)),
+			mop(0, 500, 810, mInput{kind: mRefreshLost, id: "a"}),
+			mop(1, 1600, 1610, grant("b", 2, 1, 2400, far)),
+		}},
 		{"a release twice", false, []porcupine.Operation{
 			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
 			mop(0, 20, 30, mInput{kind: mReleaseOK, id: "a"}),

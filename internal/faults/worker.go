@@ -55,6 +55,23 @@ type worker struct {
 	giveBack atomic.Int64 // "giving back an unused grant failed" warnings seen
 }
 
+// openBackend opens the backend, trying again while it is unavailable (a
+// worker may start while its server restarts, as a supervised service
+// would) until ctx ends.
+func openBackend(ctx context.Context, url string) (sema.Backend, error) {
+	for {
+		b, err := dsn.Open(ctx, url)
+		if err == nil || !errors.Is(err, sema.ErrUnavailable) {
+			return b, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // RunWorker runs a worker until SIGTERM (or SIGINT) and returns its exit
 // status.
 func RunWorker(cfg WorkerConfig) int {
@@ -66,7 +83,7 @@ func RunWorker(cfg WorkerConfig) int {
 		return 2
 	}
 	defer j.Close()
-	b, err := dsn.Open(ctx, cfg.URL)
+	b, err := openBackend(ctx, cfg.URL)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "worker: %v\n", err)
 		return 2
