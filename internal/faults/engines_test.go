@@ -142,8 +142,8 @@ func startPostgres(t *testing.T, r *run) target {
 	u.Host = p.Addr()
 	return target{workerURL: u.String(), adminURL: pg.URL(), proxies: []*Proxy{p},
 		restart: map[FaultKind]func() error{
-			FaultCrash: func() error { pg.Restart(t, true); return nil },
-			FaultTerm:  func() error { pg.Restart(t, false); return nil },
+			FaultCrash: func() error { return pg.RestartErr(true) },
+			FaultTerm:  func() error { return pg.RestartErr(false) },
 		}}
 }
 
