@@ -171,7 +171,14 @@ func startEtcd(t *testing.T, r *run) target {
 	return target{workerURL: "etcd://" + strings.Join(addrs, ","), adminURL: c.URL(), proxies: ps,
 		restart: map[FaultKind]func() error{
 			FaultMember: func() error { return bounce(r.intn(len(c.Members))) },
-			FaultLeader: func() error { return bounce(c.Leader()) },
+			FaultLeader: func() error {
+				leader := c.Leader()
+				for i := 0; i < 50 && leader < 0; i++ { // an election may be under way
+					time.Sleep(100 * time.Millisecond)
+					leader = c.Leader()
+				}
+				return bounce(leader)
+			},
 		}}
 }
 
