@@ -248,3 +248,31 @@ func (p *Proxy) Close() {
 	p.mu.Unlock()
 	p.wg.Wait()
 }
+
+// PauseAll stops the bytes of every open connection in dir, as Pause does
+// for one.
+func (p *Proxy) PauseAll(dir Direction) (end func(reset bool)) {
+	p.mu.Lock()
+	all := make([]*pconn, 0, len(p.conns))
+	for pc := range p.conns {
+		all = append(all, pc)
+	}
+	p.mu.Unlock()
+	for _, pc := range all {
+		for i, d := range []Direction{Up, Down} {
+			if dir&d != 0 {
+				pc.gates[i].close()
+			}
+		}
+	}
+	return func(doReset bool) {
+		for _, pc := range all {
+			if doReset {
+				reset(pc.client)
+				reset(pc.server)
+			}
+			pc.gates[0].open()
+			pc.gates[1].open()
+		}
+	}
+}
