@@ -45,6 +45,11 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		if !errors.Is(err, errRequeue) {
 			return g, err
 		}
+		// Its entry may have ended by a force-release, as it was granted:
+		// the lease ID stays force-released, never granted a second time.
+		if errors.Is(b.lossReason(ctx, req.ID), sema.ErrForceReleased) {
+			return sema.Grant{}, fmt.Errorf("etcd: acquire %q: lease %s: %w", req.Name, req.ID, sema.ErrForceReleased)
+		}
 		b.log.Warn("etcd: a waiter lost its place (its etcd lease ended) and queues again", "name", req.Name)
 	}
 }

@@ -151,6 +151,15 @@ func ints(a []any, from, n int) ([]int64, error) {
 	return out, nil
 }
 
+// checkGrant rejects a grant no script makes: a token below 1 (it would
+// turn into a huge uint64 token), or an expiry not after the grant.
+func checkGrant(token, acquired, expires int64) error {
+	if token < 1 || expires <= acquired {
+		return fmt.Errorf("%w: a grant with token %d, acquired %d ms, expires %d ms", ErrCorrupt, token, acquired, expires)
+	}
+	return nil
+}
+
 // holdersAt decodes the pairs (lease ID, holder record) of a from index
 // from on, skipping revoked records.
 func holdersAt(a []any, from int) ([]sema.Holder, error) {

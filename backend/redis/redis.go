@@ -202,6 +202,9 @@ func decodeOutcome(req *sema.Request, v any) (outcome, error) {
 	switch o.kind {
 	case granted:
 		n, err := ints(a, 1, 4) // token, acquired, expires, now
+		if err == nil {
+			err = checkGrant(n[0], n[1], n[2])
+		}
 		if err != nil {
 			return o, err
 		}
@@ -298,6 +301,9 @@ func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration)
 		return sema.Grant{}, fmt.Errorf("redis: renew %q: %w: unexpected answer", name, ErrCorrupt)
 	}
 	n, err := ints(a, 1, 4) // token, acquired, expires, weight
+	if err == nil {
+		err = checkGrant(n[0], n[1], n[2])
+	}
 	if err != nil {
 		return sema.Grant{}, fmt.Errorf("redis: renew %q: %w", name, err)
 	}

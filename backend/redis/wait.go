@@ -214,6 +214,9 @@ func parseGrant(req *sema.Request, msg string) (sema.Grant, bool) {
 		}
 		n[i] = v
 	}
+	if checkGrant(n[0], n[1], n[2]) != nil {
+		return sema.Grant{}, false
+	}
 	return grantOf(req, n[0], n[1], n[2]), true
 }
 

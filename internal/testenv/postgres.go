@@ -82,25 +82,11 @@ func (p *Postgres) readyErr() error {
 	return run(nil, p.Dir, filepath.Join(p.bindir, "pg_isready"), "-q", "-h", host, "-p", port, "-U", "postgres")
 }
 
-// Restart stops the server — a fast shutdown, or kill -9 of the postmaster
-// if crash (the next start then runs crash recovery) — and starts it again
-// on the same port and data directory, waiting until it accepts
-// connections.
+// Restart is RestartErr for a test: it fails the test if the server does
+// not come back.
 func (p *Postgres) Restart(tb testing.TB, crash bool) {
 	tb.Helper()
-	if crash {
-		p.Kill()
-		// The postmaster's children notice its death and exit; the next
-		// start waits for the shared memory they hold.
-		time.Sleep(200 * time.Millisecond)
-	} else {
-		p.Stop(2) // SIGINT: fast shutdown
-	}
-	_ = os.Remove(filepath.Join(p.Dir, "data", "postmaster.pid"))
-	if err := p.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	if err := p.waitReady(p.readyErr); err != nil {
+	if err := p.RestartErr(crash); err != nil {
 		tb.Fatal(err)
 	}
 }
