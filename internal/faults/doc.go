@@ -7,7 +7,7 @@
 // # The run
 //
 // Workers are the test binary run again as separate processes. Each opens
-// the backend by URL (internal/dsn) and loops through the public library:
+// the backend by URL (sema.Open) and loops through the public library:
 // TryAcquire or Acquire (with a deadline) on a mutex and on semaphores of
 // limits 2 and 3 with random weights, a hold of random length, refreshes
 // (Lease.Refresh) every TTL/3, keepalive on for a third of the leases, and

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
-	"github.com/sema-dev/sema/internal/dsn"
 	"github.com/sema-dev/sema/internal/testenv"
 )
 
@@ -21,7 +20,7 @@ func TestEtcdForceReleaseOfAGrantInFlight(t *testing.T) {
 	c := testenv.StartEtcd(t, 1)
 	p := newProxy(t, c.Members[0].ClientAddr)
 	open := func(u string) *sema.Client {
-		b, err := dsn.Open(context.Background(), u)
+		b, err := sema.Open(context.Background(), u)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
-	"github.com/sema-dev/sema/internal/dsn"
 )
 
 // workerEnv carries a WorkerConfig to a re-executed test binary.
@@ -213,7 +212,7 @@ func (r *run) randomName() string {
 
 // openAdmin opens the harness's own client, directly on the engine.
 func (r *run) openAdmin() {
-	b, err := dsn.Open(context.Background(), r.tgt.adminURL)
+	b, err := sema.Open(context.Background(), r.tgt.adminURL)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
-	"github.com/sema-dev/sema/internal/dsn"
 )
 
 // WorkerConfig tells a worker process what to do.
@@ -60,7 +59,7 @@ type worker struct {
 // would) until ctx ends.
 func openBackend(ctx context.Context, url string) (sema.Backend, error) {
 	for {
-		b, err := dsn.Open(ctx, url)
+		b, err := sema.Open(ctx, url)
 		if err == nil || !errors.Is(err, sema.ErrUnavailable) {
 			return b, err
 		}
