@@ -222,7 +222,9 @@ func (r *run) stop(p *proc) bool {
 	return true
 }
 
-// force force-releases every holder of name, as an operator would: half
+// force force-releases every holder of name, as an operator would (with
+// --now, unless the run demands the permits stay taken until the old
+// holders' deadlines, as a plain force-release keeps them): half
 // the time with `sema release --force NAME`, half the time through the
 // library's Client.ForceRelease (what the command calls), whose call the
 // history can place more precisely than a process's start.
@@ -232,7 +234,11 @@ func (r *run) force(name string) {
 		r.forceCommand(op)
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*r.cfg.ttl)
-		hs, err := r.admin.ForceRelease(ctx, name, "")
+		var opts []sema.ForceOption
+		if !r.cfg.strict {
+			opts = append(opts, sema.ForceNow())
+		}
+		hs, err := r.admin.ForceRelease(ctx, name, "", opts...)
 		cancel()
 		op.Ret = Now()
 		switch {
@@ -261,7 +267,11 @@ func (r *run) force(name string) {
 var released = regexp.MustCompile(`(?m)^released ".*" lease (\S*) \(owner .*, token (\d+), weight (\d+),`)
 
 func (r *run) forceCommand(op *Op) {
-	cmd := exec.Command(testenv.SemaBinary(r.t), "release", "--force", "--backend", r.tgt.adminURL, op.Name)
+	args := []string{"release", "--force", "--backend", r.tgt.adminURL, op.Name}
+	if !r.cfg.strict {
+		args = append(args, "--now") // the permits free at once, as the model has it
+	}
+	cmd := exec.Command(testenv.SemaBinary(r.t), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
