@@ -23,7 +23,7 @@ func (grantAll) Renew(_ context.Context, name, id string, ttl time.Duration) (Gr
 }
 
 func (grantAll) Release(context.Context, string, string) error { return nil }
-func (grantAll) Close() error                                 { return nil }
+func (grantAll) Close() error                                  { return nil }
 
 // TestErrPastDeadline: past its local deadline a lease reports ErrExpired
 // even if its timer has not run (a starved process): here the client's
