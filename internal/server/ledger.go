@@ -10,10 +10,16 @@ import (
 // renewed until a while after they expire, and those it released until a
 // while after the release. It lets the server tell a lease that expired
 // (renew: lease_lost, reason expired) from an ID it never handed to this
-// caller (renew: not_held), and answer a second release of a lease with
-// success, as the Go client's Release is idempotent. It is memory only:
-// after a restart, or once an entry is swept, the server answers as for
-// an unknown ID.
+// caller (renew: not_held), answer a second release of a lease with
+// success, as the Go client's Release is idempotent, and refuse an acquire
+// its caller gave up before it arrived (see unknownReleased). It is memory
+// only: after a restart, or once an entry is swept, the server answers as
+// for an unknown ID.
+//
+// An entry is 16 bytes under a 64-bit hash of (principal, name, lease ID):
+// a server holding a million leases keeps a million entries. Two leases
+// whose hashes collide (about one chance in 2^64 per pair) share an entry,
+// which can only change which of those answers one of them gets.
 type ledger struct {
 	seed   maphash.Seed
 	shards [ledgerShards]ledgerShard
@@ -30,42 +36,58 @@ const (
 
 type ledgerShard struct {
 	mu      sync.Mutex
-	m       map[string]ledgerEntry
+	m       map[uint64]ledgerEntry
 	inserts int
 }
 
+// ledgerEntry is what the ledger knows of one lease ID.
 type ledgerEntry struct {
-	until    time.Time // the entry is forgotten after this
-	released bool
-	unknown  bool // a release of an ID the server did not know: only refuses a late acquire of it
+	until int64 // Unix ns: the entry is forgotten after this
+	state ledgerState
 }
+
+type ledgerState uint8
+
+const (
+	ledgerHeld     ledgerState = iota // granted or renewed
+	ledgerReleased                    // released after a grant
+	ledgerUnknown                     // released before the server knew it: only refuses a late acquire of it
+)
 
 func newLedger() *ledger {
 	l := &ledger{seed: maphash.MakeSeed()}
 	for i := range l.shards {
-		l.shards[i].m = make(map[string]ledgerEntry)
+		l.shards[i].m = make(map[uint64]ledgerEntry)
 	}
 	return l
 }
 
-func (l *ledger) shard(key string) *ledgerShard {
-	return &l.shards[maphash.String(l.seed, key)%ledgerShards]
+// key hashes the lease's principal, name and ID, and returns its shard.
+func (l *ledger) key(principal, name, id string) (uint64, *ledgerShard) {
+	var h maphash.Hash
+	h.SetSeed(l.seed)
+	h.WriteString(principal)
+	h.WriteByte(0)
+	h.WriteString(name)
+	h.WriteByte(0)
+	h.WriteString(id)
+	k := h.Sum64()
+	return k, &l.shards[k%ledgerShards]
 }
 
-func ledgerKey(principal, name, id string) string {
-	return principal + "\x00" + name + "\x00" + id
+func (l *ledger) put(principal, name, id string, until time.Time, st ledgerState) {
+	k, sh := l.key(principal, name, id)
+	sh.put(k, ledgerEntry{until: until.UnixNano(), state: st})
 }
 
 // held records that the lease is live until expires (a grant or a renewal).
 func (l *ledger) held(principal, name, id string, expires time.Time) {
-	k := ledgerKey(principal, name, id)
-	l.shard(k).put(k, ledgerEntry{until: expires.Add(expiredKeep)})
+	l.put(principal, name, id, expires.Add(expiredKeep), ledgerHeld)
 }
 
 // released records a release of the lease.
 func (l *ledger) released(principal, name, id string) {
-	k := ledgerKey(principal, name, id)
-	l.shard(k).put(k, ledgerEntry{until: time.Now().Add(releasedKeep), released: true})
+	l.put(principal, name, id, time.Now().Add(releasedKeep), ledgerReleased)
 }
 
 // unknownReleased records a release of an ID the server knew neither as a
@@ -73,14 +95,12 @@ func (l *ledger) released(principal, name, id string) {
 // (over HTTP/1.1 a client's give-back can overtake the acquire it gives
 // up) is refused for a while.
 func (l *ledger) unknownReleased(principal, name, id string) {
-	k := ledgerKey(principal, name, id)
-	l.shard(k).put(k, ledgerEntry{until: time.Now().Add(releasedKeep), unknown: true})
+	l.put(principal, name, id, time.Now().Add(releasedKeep), ledgerUnknown)
 }
 
 // forget drops the lease: its loss has been reported.
 func (l *ledger) forget(principal, name, id string) {
-	k := ledgerKey(principal, name, id)
-	sh := l.shard(k)
+	k, sh := l.key(principal, name, id)
 	sh.mu.Lock()
 	delete(sh.m, k)
 	sh.mu.Unlock()
@@ -90,10 +110,10 @@ func (l *ledger) forget(principal, name, id string) {
 // released.
 func (l *ledger) lookup(principal, name, id string) (known, released bool) {
 	e, ok := l.get(principal, name, id)
-	if !ok || e.unknown {
+	if !ok || e.state == ledgerUnknown {
 		return false, false
 	}
-	return true, e.released
+	return true, e.state == ledgerReleased
 }
 
 // givenUp reports whether this caller released the ID before the server
@@ -101,16 +121,15 @@ func (l *ledger) lookup(principal, name, id string) (known, released bool) {
 // after a grant may be acquired again.)
 func (l *ledger) givenUp(principal, name, id string) bool {
 	e, ok := l.get(principal, name, id)
-	return ok && e.unknown
+	return ok && e.state == ledgerUnknown
 }
 
 func (l *ledger) get(principal, name, id string) (ledgerEntry, bool) {
-	k := ledgerKey(principal, name, id)
-	sh := l.shard(k)
+	k, sh := l.key(principal, name, id)
 	sh.mu.Lock()
 	e, ok := sh.m[k]
 	sh.mu.Unlock()
-	if !ok || time.Now().After(e.until) {
+	if !ok || time.Now().UnixNano() > e.until {
 		return ledgerEntry{}, false
 	}
 	return e, true
@@ -118,7 +137,7 @@ func (l *ledger) get(principal, name, id string) (ledgerEntry, bool) {
 
 // put stores e under k, sweeping the shard once it has grown by as many
 // entries as it holds.
-func (sh *ledgerShard) put(k string, e ledgerEntry) {
+func (sh *ledgerShard) put(k uint64, e ledgerEntry) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if _, ok := sh.m[k]; !ok {
@@ -129,9 +148,9 @@ func (sh *ledgerShard) put(k string, e ledgerEntry) {
 		return
 	}
 	sh.inserts = 0
-	now := time.Now()
+	now := time.Now().UnixNano()
 	for k, e := range sh.m {
-		if now.After(e.until) {
+		if now > e.until {
 			delete(sh.m, k)
 		}
 	}
