@@ -47,7 +47,7 @@ func testExclusionHammer(t *testing.T, e *env) {
 	}
 }
 
-// testMutexCounter is the seed's exclusion test in one process: a plain
+// testMutexCounter is the exclusion test in one process: a plain
 // (non-atomic) counter incremented under the mutex ends at exactly P×K.
 func testMutexCounter(t *testing.T, e *env) {
 	const workers, iters = 8, 50

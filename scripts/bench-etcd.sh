@@ -41,23 +41,7 @@ set -e
 
 echo
 echo "Medians of $COUNT rounds (raw output: $out; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg))"
-awk '
-function median(key,   n, i, j, t, v) {
-	n = cnt[key]
-	for (i = 1; i <= n; i++) v[i] = vals[key, i]
-	for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
-	return (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2
-}
-function get(b, u) { return ((b, u) in seen) ? median(b SUBSEP u) : -1 }
-function fmt(x, f) { return x < 0 ? "-" : sprintf(f, x) }
-function ratio(a, b) { return (a > 0 && b > 0) ? sprintf("%.2fx", a / b) : "-" }
-/^Benchmark/ {
-	name = $1; sub(/-[0-9]+$/, "", name); sub(/^Benchmark/, "", name)
-	for (i = 3; i + 1 <= NF; i += 2) {
-		u = $(i+1); k = name SUBSEP u
-		cnt[k]++; vals[k, cnt[k]] = $i; seen[name, u] = 1
-	}
-}
+awk -f scripts/medians.awk -f <(printf '%s\n' '
 END {
 	s = get("Uncontended/sema", "ms/pair"); m = get("Uncontended/etcd-mutex", "ms/pair")
 	printf "\nUncontended acquire+release, one client (ms/pair; lower is better)\n"
@@ -86,4 +70,4 @@ END {
 	printf "\n3 permits, 50 workers x 20 tasks of 2ms (time / ideal %.0fms; max running)\n", 50 * 20 * 2 / 3
 	printf "  sema %s (max %s)   mutex per slot %s (max %s)\n", fmt(s, "%.2fx"), fmt(get("Semaphore3/sema", "max-running"), "%.0f"),
 		fmt(m, "%.2fx"), fmt(get("Semaphore3/etcd-mutex-slots", "max-running"), "%.0f")
-}' "$out"
+}') "$out"

@@ -41,23 +41,8 @@ set -e
 
 echo
 echo "Medians of $COUNT rounds (raw output: $out)"
-awk '
-function median(key,   n, i, j, t, v) {
-	n = cnt[key]
-	for (i = 1; i <= n; i++) v[i] = vals[key, i]
-	for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
-	return (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2
-}
-function get(b, u) { return ((b, u) in seen) ? median(b SUBSEP u) : -1 }
-function fmt(x, f) { return x < 0 ? "-" : sprintf(f, x) }
+awk -f scripts/medians.awk -f <(printf '%s\n' '
 /^--- round/ { if (match($0, /load average: [0-9.]+/)) loads = loads " " substr($0, RSTART + 14, RLENGTH - 14) }
-/^Benchmark/ {
-	name = $1; sub(/-[0-9]+$/, "", name); sub(/^Benchmark/, "", name)
-	for (i = 3; i + 1 <= NF; i += 2) {
-		u = $(i+1); k = name SUBSEP u
-		cnt[k]++; vals[k, cnt[k]] = $i; seen[name, u] = 1
-	}
-}
 END {
 	split("sema sema-exec sema-8 polled advisory", sys, " ")
 	split("sema (one client)|sema, unnamed statements|sema (8 clients)|polled table (Drupal)|pg_advisory_lock", label, "|")
@@ -97,4 +82,4 @@ END {
 		if (!((b, "pairs/s") in seen)) continue
 		printf "  %-28s %10s %9s %9s\n", label[i], fmt(get(b, "pairs/s"), "%.0f"), fmt(get(b, "deadlocks"), "%.0f"), fmt(get(b, "conflicts"), "%.0f")
 	}
-}' "$out"
+}') "$out"

@@ -19,7 +19,7 @@ import (
 // uniqueName is a name no other test or earlier run uses.
 func uniqueName(s string) string { return s + "/" + strings.ToLower(rand.Text()[:8]) }
 
-// The seed's exclusion test across processes: workers × rounds `sema run`
+// The exclusion test across processes: workers × rounds `sema run`
 // processes, each reading a counter file, and writing it back plus one,
 // under the lock. A lost update shows as a total below workers × rounds;
 // each job also logs the value it read and its fencing token, which must

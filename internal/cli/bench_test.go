@@ -11,7 +11,7 @@ import (
 )
 
 // TestBenchPivotSmoke runs a tiny pivot benchmark on every lock and layout;
-// each run checks that no update was lost (the seed's exclusion test).
+// each run checks that no update was lost (a lost update breaks exclusion).
 func TestBenchPivotSmoke(t *testing.T) {
 	t.Parallel()
 	backends := []string{"mem://"}
