@@ -2,6 +2,7 @@ package etcdbench
 
 import (
 	"fmt"
+	"github.com/sema-dev/sema/bench/internal/drive"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func BenchmarkUncontended(b *testing.B) {
 	pair(b, "etcd-mutex", func(b *testing.B) {
 		m := newMutexes(b, 1, "/mutex/u/"+runID())[0]
 		warmUp(b, 1, func(int) (func() error, error) { return lock(m) })
-		elapsed := drive(b, 1, func(int) error {
+		elapsed := drive.Run(b, 1, func(int) error {
 			if err := m.Lock(bg); err != nil {
 				return err
 			}
@@ -37,7 +38,7 @@ func BenchmarkUncontended(b *testing.B) {
 	}, func(b *testing.B) {
 		mu := newSema(b, 1)[0].Mutex("u/" + runID())
 		warmUp(b, 1, func(int) (func() error, error) { return acquire(mu) })
-		elapsed := drive(b, 1, func(int) error {
+		elapsed := drive.Run(b, 1, func(int) error {
 			l, err := mu.Acquire(bg)
 			if err != nil {
 				return err
@@ -105,7 +106,7 @@ func hot(b *testing.B, n int, lock func(worker int) (func() error, error)) {
 	warmUp(b, n, lock)
 	ws, hs := newWaits(n), newHandoffs()
 	cpu := startCPU(b)
-	elapsed := drive(b, n, func(w int) error {
+	elapsed := drive.Run(b, n, func(w int) error {
 		start := time.Now()
 		unlock, err := lock(w)
 		if err != nil {
@@ -153,7 +154,7 @@ func BenchmarkDistinct(b *testing.B) {
 			ms[i] = newMutexes(b, 1, fmt.Sprintf("/mutex/distinct/%s/%d", id, i))[0]
 		}
 		warmUp(b, clients, func(w int) (func() error, error) { return lock(ms[w]) })
-		elapsed := drive(b, clients, func(w int) error {
+		elapsed := drive.Run(b, clients, func(w int) error {
 			if err := ms[w].Lock(bg); err != nil {
 				return err
 			}
@@ -167,7 +168,7 @@ func BenchmarkDistinct(b *testing.B) {
 			mus[i] = c.Mutex(fmt.Sprintf("distinct/%s/%d", id, i))
 		}
 		warmUp(b, clients, func(w int) (func() error, error) { return acquire(mus[w]) })
-		elapsed := drive(b, clients, func(w int) error {
+		elapsed := drive.Run(b, clients, func(w int) error {
 			release, err := acquire(mus[w])
 			if err != nil {
 				return err

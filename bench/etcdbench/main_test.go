@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,38 +146,6 @@ func newSharedMutexes(b *testing.B, n int, pfx string) []*concurrency.Mutex {
 		ms[i] = concurrency.NewMutex(s, pfx)
 	}
 	return ms
-}
-
-// drive runs n goroutines that together call op b.N times, and returns the
-// elapsed wall time. The first error fails the benchmark.
-func drive(b *testing.B, n int, op func(worker int) error) time.Duration {
-	b.Helper()
-	var (
-		next    atomic.Int64
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		failed  error
-	)
-	b.ResetTimer()
-	start := time.Now()
-	for w := range n {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				if err := op(w); err != nil {
-					errOnce.Do(func() { failed = err })
-					next.Store(int64(b.N)) // stop everyone
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if failed != nil {
-		b.Fatal(failed)
-	}
-	return elapsed
 }
 
 // waits collects acquisition waits per worker, without locking.

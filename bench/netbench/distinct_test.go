@@ -2,6 +2,7 @@ package netbench
 
 import (
 	"fmt"
+	"github.com/sema-dev/sema/bench/internal/drive"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func BenchmarkDistinct(b *testing.B) {
 				mus[i] = c.Mutex(fmt.Sprintf("bench/distinct/%s/%d", id, i))
 			}
 			cpu := startCPU(srv)
-			elapsed := drive(b, clients, func(w int) error {
+			elapsed := drive.Run(b, clients, func(w int) error {
 				acquire := mus[w].Acquire
 				if try {
 					acquire = mus[w].TryAcquire
@@ -54,7 +55,7 @@ func BenchmarkDistinct(b *testing.B) {
 			keys[i] = fmt.Sprintf("bench:distinct:%s:%d", id, i)
 		}
 		cpu := startCPU(nil)
-		elapsed := drive(b, clients, func(w int) error {
+		elapsed := drive.Run(b, clients, func(w int) error {
 			l, err := locker.Obtain(bg, keys[w], 15*time.Second, nil)
 			if err != nil {
 				return err

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,40 +16,6 @@ import (
 
 // clients is the number of concurrent clients of the rate benchmarks.
 const clients = 64
-
-// drive runs n goroutines that together call op b.N times, and returns the
-// elapsed wall time. The first error fails the benchmark.
-func drive(b *testing.B, n int, op func(worker int) error) time.Duration {
-	b.Helper()
-	var (
-		next    atomic.Int64
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		failed  error
-	)
-	b.ResetTimer()
-	start := time.Now()
-	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				if err := op(w); err != nil {
-					errOnce.Do(func() { failed = err })
-					next.Store(int64(b.N)) // stop everyone
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if failed != nil {
-		b.Fatal(failed)
-	}
-	return elapsed
-}
 
 // runID makes names unique per benchmark run on the shared server.
 func runID() string { return strings.ToLower(rand.Text()[:10]) }

@@ -1,6 +1,7 @@
 package netbench
 
 import (
+	"github.com/sema-dev/sema/bench/internal/drive"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func BenchmarkHotName(b *testing.B) {
 		mu := newSema(b, srv).Mutex("bench/hot/" + runID())
 		ws, hs := newWaits(clients), newHandoffs()
 		cpu := startCPU(srv)
-		elapsed := drive(b, clients, func(w int) error {
+		elapsed := drive.Run(b, clients, func(w int) error {
 			start := time.Now()
 			l, err := mu.Acquire(bg)
 			if err != nil {
@@ -45,7 +46,7 @@ func BenchmarkHotName(b *testing.B) {
 		key := rand.Int64()
 		ws, hs := newWaits(clients), newHandoffs()
 		cpu := startCPU(nil)
-		elapsed := drive(b, clients, func(w int) error {
+		elapsed := drive.Run(b, clients, func(w int) error {
 			start := time.Now()
 			if _, err := conns[w].Exec(bg, "SELECT pg_advisory_lock($1)", key); err != nil {
 				return err

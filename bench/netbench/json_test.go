@@ -2,6 +2,7 @@ package netbench
 
 import (
 	"fmt"
+	"github.com/sema-dev/sema/bench/internal/drive"
 	"path/filepath"
 	"testing"
 
@@ -56,7 +57,7 @@ func jsonPairs(b *testing.B, s *server) {
 			c.Post("/v1/release", fmt.Sprintf(`{"name":%q,"id":%q}`, name, lease))}
 	}
 	cpu := startCPU(s)
-	elapsed := drive(b, clients, func(w int) error {
+	elapsed := drive.Run(b, clients, func(w int) error {
 		c := conns[w]
 		if err := c.Call(c.acquire); err != nil {
 			return err

@@ -2,6 +2,7 @@ package pgbench
 
 import (
 	"fmt"
+	"github.com/sema-dev/sema/bench/internal/drive"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func BenchmarkUncontended(b *testing.B) {
 		b.Run(s.name, func(b *testing.B) {
 			ls, _ := s.make(b, 1)
 			name := "bench/solo/" + runID()
-			elapsed := drive(b, 1, func(int) error {
+			elapsed := drive.Run(b, 1, func(int) error {
 				if err := ls[0].lock(bg, name); err != nil {
 					return err
 				}
@@ -36,7 +37,7 @@ func BenchmarkHotName(b *testing.B) {
 			ls, done := s.make(b, contenders)
 			name := "bench/hot/" + runID()
 			t := newTurns()
-			elapsed := drive(b, contenders, func(w int) error {
+			elapsed := drive.Run(b, contenders, func(w int) error {
 				start := time.Now()
 				if err := ls[w].lock(bg, name); err != nil {
 					return err
@@ -59,7 +60,7 @@ func BenchmarkManyNames(b *testing.B) {
 			before := deadlocks(b)
 			ls, done := s.make(b, contenders)
 			base := "bench/many/" + runID() + "/"
-			elapsed := drive(b, contenders, func(w int) error {
+			elapsed := drive.Run(b, contenders, func(w int) error {
 				name := base + fmt.Sprint(rand.IntN(names))
 				if err := ls[w].lock(bg, name); err != nil {
 					return err

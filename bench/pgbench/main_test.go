@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,38 +39,6 @@ var bg = context.Background()
 
 // runID makes names unique per benchmark run.
 func runID() string { return strings.ToLower(rand.Text()[:10]) }
-
-// drive runs n goroutines that together call op b.N times, and returns the
-// elapsed wall time. The first error fails the benchmark.
-func drive(b *testing.B, n int, op func(worker int) error) time.Duration {
-	b.Helper()
-	var (
-		next    atomic.Int64
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		failed  error
-	)
-	b.ResetTimer()
-	start := time.Now()
-	for w := range n {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				if err := op(w); err != nil {
-					errOnce.Do(func() { failed = err })
-					next.Store(int64(b.N))
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if failed != nil {
-		b.Fatal(failed)
-	}
-	return elapsed
-}
 
 // turns records who got the lock and how long each waited.
 type turns struct {

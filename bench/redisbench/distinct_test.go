@@ -2,6 +2,7 @@ package redisbench
 
 import (
 	"fmt"
+	"github.com/sema-dev/sema/bench/internal/drive"
 	"testing"
 
 	"github.com/go-redsync/redsync/v4"
@@ -15,7 +16,7 @@ import (
 func BenchmarkDistinct(b *testing.B) {
 	pairs := func(b *testing.B, op func(w int) error) {
 		cpu := startCPU(b)
-		elapsed := drive(b, contenders, op)
+		elapsed := drive.Run(b, contenders, op)
 		b.ReportMetric(float64(b.N)/elapsed.Seconds(), "pairs/s")
 		cpu.report(b)
 	}

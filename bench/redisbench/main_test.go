@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -106,38 +105,6 @@ func newRedsync(b *testing.B, conns int) *redsync.Redsync {
 // redsyncMutex waits with redsync's default delays, until it gets the lock.
 func redsyncMutex(rs *redsync.Redsync, name string) *redsync.Mutex {
 	return rs.NewMutex(name, redsync.WithExpiry(ttl), redsync.WithTries(1<<30))
-}
-
-// drive runs n workers that together run op b.N times and returns the
-// elapsed time. The first error fails the benchmark.
-func drive(b *testing.B, n int, op func(worker int) error) time.Duration {
-	b.Helper()
-	var (
-		next   atomic.Int64
-		wg     sync.WaitGroup
-		once   sync.Once
-		failed error
-	)
-	b.ResetTimer()
-	start := time.Now()
-	for w := range n {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				if err := op(w); err != nil {
-					once.Do(func() { failed = err })
-					next.Store(int64(b.N))
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if failed != nil {
-		b.Fatal(failed)
-	}
-	return elapsed
 }
 
 // turns records who held the hot lock, in order, and how long each
