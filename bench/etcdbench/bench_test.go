@@ -104,7 +104,7 @@ func acquire(s *sema.Semaphore) (func() error, error) {
 // the CPU per acquisition of this process and of etcd.
 func hot(b *testing.B, n int, lock func(worker int) (func() error, error)) {
 	warmUp(b, n, lock)
-	ws, hs := newWaits(n), newHandoffs()
+	ws, hs := drive.NewWaits(n), newHandoffs()
 	cpu := startCPU(b)
 	elapsed := drive.Run(b, n, func(w int) error {
 		start := time.Now()
@@ -112,14 +112,14 @@ func hot(b *testing.B, n int, lock func(worker int) (func() error, error)) {
 		if err != nil {
 			return err
 		}
-		ws.add(w, time.Since(start))
+		ws.Add(w, time.Since(start))
 		hs.acquired(w)
 		return unlock()
 	})
 	b.ReportMetric(float64(hs.count.Load())/elapsed.Seconds(), "handoffs/s")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
 	b.ReportMetric(100*float64(hs.same.Load())/float64(b.N), "%same")
-	ws.report(b)
+	ws.Report(b)
 	cpu.report(b, b.N)
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -146,31 +145,6 @@ func newSharedMutexes(b *testing.B, n int, pfx string) []*concurrency.Mutex {
 		ms[i] = concurrency.NewMutex(s, pfx)
 	}
 	return ms
-}
-
-// waits collects acquisition waits per worker, without locking.
-type waits [][]time.Duration
-
-func newWaits(n int) waits { return make(waits, n) }
-
-func (w waits) add(worker int, d time.Duration) { w[worker] = append(w[worker], d) }
-
-// report adds wait percentiles (in ms) to b's metrics.
-func (w waits) report(b *testing.B) {
-	var all []time.Duration
-	for _, ws := range w {
-		all = append(all, ws...)
-	}
-	if len(all) == 0 {
-		return
-	}
-	slices.Sort(all)
-	q := func(p float64) float64 {
-		return float64(all[min(len(all)-1, int(p*float64(len(all))))]) / 1e6
-	}
-	b.ReportMetric(q(0.50), "wait-p50-ms")
-	b.ReportMetric(q(0.99), "wait-p99-ms")
-	b.ReportMetric(float64(all[len(all)-1])/1e6, "wait-max-ms")
 }
 
 // handoffs counts acquisitions by another client than the last holder.

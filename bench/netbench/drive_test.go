@@ -3,7 +3,6 @@ package netbench
 import (
 	"context"
 	"crypto/rand"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -33,31 +32,6 @@ func newSema(b *testing.B, s *server) *sema.Client {
 	c := sema.New(rb)
 	b.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// waits collects acquisition waits per worker, without locking.
-type waits [][]time.Duration
-
-func newWaits(n int) waits { return make(waits, n) }
-
-func (w waits) add(worker int, d time.Duration) { w[worker] = append(w[worker], d) }
-
-// report adds wait percentiles (in ms) to b's metrics.
-func (w waits) report(b *testing.B) {
-	var all []time.Duration
-	for _, ws := range w {
-		all = append(all, ws...)
-	}
-	if len(all) == 0 {
-		return
-	}
-	slices.Sort(all)
-	q := func(p float64) float64 {
-		return float64(all[min(len(all)-1, int(p*float64(len(all))))]) / 1e6
-	}
-	b.ReportMetric(q(0.50), "wait-p50-ms")
-	b.ReportMetric(q(0.99), "wait-p99-ms")
-	b.ReportMetric(float64(all[len(all)-1])/1e6, "wait-max-ms")
 }
 
 // handoffs counts acquisitions by a different client than the last holder.

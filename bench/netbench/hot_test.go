@@ -15,7 +15,7 @@ import (
 func BenchmarkHotName(b *testing.B) {
 	b.Run("sema", func(b *testing.B) {
 		mu := newSema(b, srv).Mutex("bench/hot/" + runID())
-		ws, hs := newWaits(clients), newHandoffs()
+		ws, hs := drive.NewWaits(clients), newHandoffs()
 		cpu := startCPU(srv)
 		elapsed := drive.Run(b, clients, func(w int) error {
 			start := time.Now()
@@ -23,7 +23,7 @@ func BenchmarkHotName(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			ws.add(w, time.Since(start))
+			ws.Add(w, time.Since(start))
 			hs.acquired(w)
 			return l.Release(bg)
 		})
@@ -44,14 +44,14 @@ func BenchmarkHotName(b *testing.B) {
 			b.Cleanup(func() { _ = c.Close(bg) })
 		}
 		key := rand.Int64()
-		ws, hs := newWaits(clients), newHandoffs()
+		ws, hs := drive.NewWaits(clients), newHandoffs()
 		cpu := startCPU(nil)
 		elapsed := drive.Run(b, clients, func(w int) error {
 			start := time.Now()
 			if _, err := conns[w].Exec(bg, "SELECT pg_advisory_lock($1)", key); err != nil {
 				return err
 			}
-			ws.add(w, time.Since(start))
+			ws.Add(w, time.Since(start))
 			hs.acquired(w)
 			_, err := conns[w].Exec(bg, "SELECT pg_advisory_unlock($1)", key)
 			return err
@@ -61,8 +61,8 @@ func BenchmarkHotName(b *testing.B) {
 	})
 }
 
-func reportHot(b *testing.B, elapsed time.Duration, ws waits, hs *handoffs) {
+func reportHot(b *testing.B, elapsed time.Duration, ws drive.Waits, hs *handoffs) {
 	b.ReportMetric(float64(hs.count.Load())/elapsed.Seconds(), "handoffs/s")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-	ws.report(b)
+	ws.Report(b)
 }

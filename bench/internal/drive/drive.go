@@ -3,6 +3,7 @@
 package drive
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,4 +41,32 @@ func Run(b *testing.B, n int, op func(worker int) error) time.Duration {
 		b.Fatal(failed)
 	}
 	return elapsed
+}
+
+// Waits collects acquisition waits per worker, without locking: each
+// worker appends to its own slice.
+type Waits [][]time.Duration
+
+// NewWaits returns the waits of n workers.
+func NewWaits(n int) Waits { return make(Waits, n) }
+
+// Add records a wait of worker.
+func (w Waits) Add(worker int, d time.Duration) { w[worker] = append(w[worker], d) }
+
+// Report adds the waits' p50, p99 and maximum (in ms) to b's metrics.
+func (w Waits) Report(b *testing.B) {
+	var all []time.Duration
+	for _, ws := range w {
+		all = append(all, ws...)
+	}
+	if len(all) == 0 {
+		return
+	}
+	slices.Sort(all)
+	q := func(p float64) float64 {
+		return float64(all[min(len(all)-1, int(p*float64(len(all))))]) / 1e6
+	}
+	b.ReportMetric(q(0.50), "wait-p50-ms")
+	b.ReportMetric(q(0.99), "wait-p99-ms")
+	b.ReportMetric(float64(all[len(all)-1])/1e6, "wait-max-ms")
 }
