@@ -71,17 +71,9 @@ set -e
 
 echo
 echo "Medians of $COUNT runs (one run of scripts/bench.sh; raw output: $out)"
-awk '
-function median(key,   n, i, j, t, v) {
-	n = cnt[key]
-	for (i = 1; i <= n; i++) v[i] = vals[key, i]
-	for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
-	return (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2
-}
-function get(b, u) { return ((b, u) in seen) ? median(b SUBSEP u) : -1 }
-function fmt(x, f) { return x < 0 ? "-" : sprintf(f, x) }
+awk -f scripts/medians.awk -f <(printf '%s\n' '
 function row(label, b, u, f) { printf "  %-34s %12s\n", label, fmt(get(b, u), f) }
-function ratio(label, x, y) { if (x > 0 && y > 0) printf "  %-34s %12.2fx\n", label, x / y }
+function ratioRow(label, x, y) { if (x > 0 && y > 0) printf "  %-34s %12.2fx\n", label, x / y }
 # distinct prints the distinct-names table of tree p ("" or "Base").
 function distinct(p, title,   s, r) {
 	if (!((p "Distinct/sema", "pairs/s") in seen)) return
@@ -95,8 +87,8 @@ function distinct(p, title,   s, r) {
 			fmt(get(b, "client-cpu-us/op"), "%.1f"), fmt(get(b, "server-cpu-us/op"), "%.1f")
 	}
 	s = get(p "Distinct/sema", "pairs/s"); r = get(p "Distinct/redislock", "pairs/s")
-	ratio("sema / redislock", s, r)
-	ratio("sema TryAcquire / redislock", get(p "Distinct/sema-try", "pairs/s"), r)
+	ratioRow("sema / redislock", s, r)
+	ratioRow("sema TryAcquire / redislock", get(p "Distinct/sema-try", "pairs/s"), r)
 }
 # hot prints the hot-name table of tree p.
 function hot(p, title,   s, q) {
@@ -110,8 +102,8 @@ function hot(p, title,   s, q) {
 		printf "  %-34s %12s %10s %12s %12s %12s\n", hl[i], fmt(get(b, "handoffs/s"), "%.0f"), fmt(get(b, "acq/s"), "%.0f"),
 			fmt(get(b, "wait-p50-ms"), "%.2f"), fmt(get(b, "wait-p99-ms"), "%.2f"), fmt(get(b, "wait-max-ms"), "%.1f")
 	}
-	ratio("handoffs sema / pg", get(p "HotName/sema", "handoffs/s"), get(p "HotName/pg-advisory", "handoffs/s"))
-	ratio("wait p99 sema / pg", get(p "HotName/sema", "wait-p99-ms"), get(p "HotName/pg-advisory", "wait-p99-ms"))
+	ratioRow("handoffs sema / pg", get(p "HotName/sema", "handoffs/s"), get(p "HotName/pg-advisory", "handoffs/s"))
+	ratioRow("wait p99 sema / pg", get(p "HotName/sema", "wait-p99-ms"), get(p "HotName/pg-advisory", "wait-p99-ms"))
 }
 # held prints the held-leases figures of tree p.
 function held(p, title,   b) {
@@ -127,13 +119,6 @@ function held(p, title,   b) {
 	row("seconds to queue 10k", b, "queue-s", "%.1f")
 	row("handoffs/s draining 10k", b, "drain-handoffs/s", "%.0f")
 }
-/^Benchmark/ {
-	name = $1; sub(/-[0-9]+$/, "", name); sub(/^Benchmark/, "", name)
-	for (i = 3; i + 1 <= NF; i += 2) {
-		u = $(i+1); k = name SUBSEP u
-		cnt[k]++; vals[k, cnt[k]] = $i; seen[name, u] = 1
-	}
-}
 END {
 	distinct("", "this tree"); distinct("Base", "base tree")
 	hot("", "this tree"); hot("Base", "base tree")
@@ -142,9 +127,9 @@ END {
 		printf "  %-34s %12s %16s\n", "", "pairs/s", "server CPU us/op"
 		printf "  %-34s %12s %16s\n", "this tree", fmt(get("JSON/sema", "pairs/s"), "%.0f"), fmt(get("JSON/sema", "server-cpu-us/op"), "%.1f")
 		printf "  %-34s %12s %16s\n", "base tree", fmt(get("JSON/base", "pairs/s"), "%.0f"), fmt(get("JSON/base", "server-cpu-us/op"), "%.1f")
-		ratio("this / base", get("JSON/sema", "pairs/s"), get("JSON/base", "pairs/s"))
+		ratioRow("this / base", get("JSON/sema", "pairs/s"), get("JSON/base", "pairs/s"))
 	}
-	ratio("Go client pairs/s, this / base", get("Distinct/sema", "pairs/s"), get("BaseDistinct/sema", "pairs/s"))
-	ratio("hot handoffs/s, this / base", get("HotName/sema", "handoffs/s"), get("BaseHotName/sema", "handoffs/s"))
+	ratioRow("Go client pairs/s, this / base", get("Distinct/sema", "pairs/s"), get("BaseDistinct/sema", "pairs/s"))
+	ratioRow("hot handoffs/s, this / base", get("HotName/sema", "handoffs/s"), get("BaseHotName/sema", "handoffs/s"))
 	held("", "this tree"); held("Base", "base tree")
-}' "$out"
+}') "$out"
