@@ -17,11 +17,6 @@ type Violation struct {
 
 // Options says how to read a history: what the backend declares.
 type Options struct {
-	// ForceFrees: a force-release frees the permits at once, while the
-	// old holder may still believe it holds them until its next renewal
-	// or its local deadline. When false, a force-release must leave the
-	// permits taken until the old holder's local deadline.
-	ForceFrees bool
 	// FreesOnDeath: the permits of a killed holder are free at once
 	// (file://: the kernel drops its locks).
 	FreesOnDeath bool
@@ -41,7 +36,7 @@ func (l *Lease) timeline(h *History, o Options) string {
 		return "+" + dur(t-h.Start)
 	}
 	s := fmt.Sprintf("lease %s (c%d, token %d, weight %d/%d): acquire called %s, returned %s; deadline %s; believed until %s",
-		short(l.ID), l.Client, l.Token, l.Weight, l.Limit, rel(l.Grant.Call), rel(l.Grant.Ret), rel(l.Deadline), rel(l.BeliefEnd(o.ForceFrees)))
+		short(l.ID), l.Client, l.Token, l.Weight, l.Limit, rel(l.Grant.Call), rel(l.Grant.Ret), rel(l.Deadline), rel(l.BeliefEnd()))
 	if l.Done != never {
 		s += "; Done seen " + rel(l.Done)
 	}
@@ -116,7 +111,7 @@ func CheckOverlap(h *History, o Options) []Violation {
 		}
 		var evs []ev
 		for _, l := range ls {
-			if end := l.BeliefEnd(o.ForceFrees); end > l.Grant.Ret {
+			if end := l.BeliefEnd(); end > l.Grant.Ret {
 				evs = append(evs, ev{l.Grant.Ret, l.Weight, l}, ev{end, -l.Weight, l})
 			}
 		}
@@ -181,7 +176,7 @@ func CheckFencing(h *History, o Options) ([]Violation, FencingStats) {
 					st.StallReject++
 				}
 			}
-			end := l.BeliefEnd(o.ForceFrees)
+			end := l.BeliefEnd()
 			if u.T > end {
 				st.Stale++
 				if !u.OK {
@@ -223,8 +218,9 @@ func CheckFencing(h *History, o Options) ([]Violation, FencingStats) {
 
 // CheckDescribe checks what Describe showed: the holders' weights never
 // exceed the limit, and a lease known to have ended (released, reported
-// lost, force-released) never shows again — outside the window after a
-// server crash in which its store may bring back leases whose end it had
+// lost, force-released) never shows again. Exceptions: a force-released
+// lease whose permits stay taken until its deadline shows, marked so; and
+// after a server crash, its store may bring back leases whose end it had
 // not yet written to disk.
 func CheckDescribe(h *History, o Options) []Violation {
 	var out []Violation
@@ -252,7 +248,8 @@ func CheckDescribe(h *History, o Options) []Violation {
 			if l == nil {
 				continue
 			}
-			if ended := l.endedBy(); ended != nil && ended.Ret < op.Call && !crashWindow(op.Call, l.TTL) {
+			if ended := l.endedBy(); ended != nil && ended.Ret < op.Call && !crashWindow(op.Call, l.TTL) &&
+				!(s.Forced && ended == l.ForceOp && !ended.Now) {
 				out = append(out, Violation{"describe", op.Name, op.Call, fmt.Sprintf(
 					"%q: Describe at +%s shows a lease that had ended (%s → %s at +%s):\n  %s",
 					op.Name, dur(op.Call-h.Start), ended.Type, ended.Res, dur(ended.Ret-h.Start), l.timeline(h, o))})
@@ -283,14 +280,14 @@ func (l *Lease) endedBy() *Op {
 // CheckAll runs every check on h: tokens, overlap, fencing, Describe and
 // linearizability (porcupine's visualization of a failure goes to dir).
 // It returns the violations by time, at most a few per check and name.
-func CheckAll(h *History, o Options, strict bool, dir string, timeout time.Duration) ([]Violation, FencingStats) {
+func CheckAll(h *History, o Options, dir string, timeout time.Duration) ([]Violation, FencingStats) {
 	var vs []Violation
 	vs = append(vs, CheckTokens(h, o)...)
 	vs = append(vs, CheckOverlap(h, o)...)
 	fv, fs := CheckFencing(h, o)
 	vs = append(vs, fv...)
 	vs = append(vs, CheckDescribe(h, o)...)
-	vs = append(vs, CheckLinearizable(h, o, strict, dir, timeout)...)
+	vs = append(vs, CheckLinearizable(h, o, dir, timeout)...)
 	slices.SortStableFunc(vs, func(a, b Violation) int { return cmpInt(a.At, b.At) })
 	const perKind = 3
 	seen := map[string]int{}

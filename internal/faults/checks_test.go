@@ -68,42 +68,42 @@ func expect(t *testing.T, vs []Violation, want string) {
 }
 
 func TestCheckOverlapAndTokens(t *testing.T) {
-	lax, strict := Options{ForceFrees: true}, Options{}
+	var o Options
 	released := []*script{
 		new(script).acquire(0, 10, "m", 1, 1, "a", 1).release(300, 310, "m", "a", ResOK),
 		new(script).acquire(5, 320, "m", 1, 1, "b", 2),
 	}
-	expect(t, CheckOverlap(history(t, released, nil), lax), "")
-	expect(t, CheckTokens(history(t, released, nil), lax), "")
+	expect(t, CheckOverlap(history(t, released, nil), o), "")
+	expect(t, CheckTokens(history(t, released, nil), o), "")
 
 	overlap := []*script{
 		new(script).acquire(0, 10, "m", 1, 1, "a", 1),
 		new(script).acquire(100, 110, "m", 1, 1, "b", 2),
 	}
-	expect(t, CheckOverlap(history(t, overlap, nil), lax), "believe they hold 2 permits of 1")
+	expect(t, CheckOverlap(history(t, overlap, nil), o), "believe they hold 2 permits of 1")
 
 	expired := []*script{
 		new(script).acquire(0, 10, "m", 1, 1, "a", 1),
 		new(script).acquire(700, 810, "m", 1, 1, "b", 2), // a's deadline: 800
 	}
-	expect(t, CheckOverlap(history(t, expired, nil), lax), "")
+	expect(t, CheckOverlap(history(t, expired, nil), o), "")
 
 	back := []*script{
 		new(script).acquire(0, 10, "m", 1, 1, "a", 5).release(20, 30, "m", "a", ResOK),
 		new(script).acquire(40, 50, "m", 1, 1, "b", 4),
 	}
-	expect(t, CheckTokens(history(t, back, nil), lax), "token went back")
+	expect(t, CheckTokens(history(t, back, nil), o), "token went back")
 
-	forced := func() *History {
-		return history(t, overlap, nil, &Op{Type: OpForce, Name: "m", Limit: 1, Call: 50, Ret: 60, Res: ResOK,
+	forced := func(now bool) *History {
+		return history(t, overlap, nil, &Op{Type: OpForce, Name: "m", Limit: 1, Call: 50, Ret: 60, Res: ResOK, Now: now,
 			Seen: []Seen{{ID: "a", Token: 1, Weight: 1}}})
 	}
-	expect(t, CheckOverlap(forced(), lax), "")
-	expect(t, CheckOverlap(forced(), strict), "believe they hold 2 permits of 1")
+	expect(t, CheckOverlap(forced(true), o), "")
+	expect(t, CheckOverlap(forced(false), o), "believe they hold 2 permits of 1")
 }
 
 func TestCheckFencing(t *testing.T) {
-	o := Options{ForceFrees: true}
+	o := Options{}
 	scripts := []*script{
 		new(script).acquire(0, 10, "m", 1, 1, "a", 1).release(300, 310, "m", "a", ResOK),
 		new(script).acquire(5, 320, "m", 1, 1, "b", 2),
@@ -134,7 +134,7 @@ func TestCheckFencing(t *testing.T) {
 }
 
 func TestCheckDescribe(t *testing.T) {
-	o := Options{ForceFrees: true}
+	o := Options{}
 	scripts := []*script{
 		new(script).acquire(0, 10, "s", 2, 1, "a", 1).release(300, 310, "s", "a", ResOK),
 		new(script).acquire(5, 20, "s", 2, 1, "b", 2),
@@ -161,19 +161,19 @@ func (s *script) try(call, ret int64, name string, limit, w int64, res Result) *
 // the same refusal explained by an acquire of unknown outcome before it,
 // which may have left a lease.
 func TestCheckLinearizable(t *testing.T) {
-	o := Options{ForceFrees: true, Slack: ms(1000)}
+	o := Options{Slack: ms(1000)}
 	alone := []*script{new(script).try(100, 110, "m", 1, 1, ResHeld)}
-	vs := CheckLinearizable(history(t, alone, nil), o, false, t.TempDir(), time.Minute)
+	vs := CheckLinearizable(history(t, alone, nil), o, t.TempDir(), time.Minute)
 	expect(t, vs, "not linearizable")
 	explained := []*script{
 		new(script).try(0, 50, "m", 1, 1, ResUnknown),
 		new(script).try(100, 110, "m", 1, 1, ResHeld),
 	}
-	expect(t, CheckLinearizable(history(t, explained, nil), o, false, t.TempDir(), time.Minute), "")
+	expect(t, CheckLinearizable(history(t, explained, nil), o, t.TempDir(), time.Minute), "")
 	// … but not once that lease surely expired: slack, TTL, slack after.
 	late := []*script{
 		new(script).try(0, 50, "m", 1, 1, ResUnknown),
 		new(script).try(3100, 3110, "m", 1, 1, ResHeld),
 	}
-	expect(t, CheckLinearizable(history(t, late, nil), o, false, t.TempDir(), time.Minute), "not linearizable")
+	expect(t, CheckLinearizable(history(t, late, nil), o, t.TempDir(), time.Minute), "not linearizable")
 }

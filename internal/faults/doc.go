@@ -37,6 +37,9 @@
 //     meanwhile, and it writes when it wakes;
 //   - force-release of every holder of a held name, by `sema release
 //     --force` half the time and by Client.ForceRelease the other half;
+//     half of them plain (the permits stay taken until the old holder's
+//     deadline, the default), half with --now (sema.ForceNow: they free
+//     at once);
 //   - for a server (sema serve, Redis, PostgreSQL): kill -9 and SIGTERM
 //     (PostgreSQL: a fast shutdown) of the server, restarted on the same
 //     data; for etcd: kill -9 of one member, or of the leader, restarted
@@ -72,18 +75,21 @@
 //   - Overlap: at no instant do the weights of the leases whose holders
 //     believe them valid exceed the limit. A holder believes its lease from
 //     the grant's return to the earliest of: its release call, the local
-//     deadline it can vouch for, the Done it saw, its process's death, and
-//     (when the backend frees them at once) a force-release that reported
-//     it.
+//     deadline it can vouch for, the Done it saw, its process's death or
+//     exit, and a force-release with --now that reported it. A plain
+//     force-release does not end the belief: the permits must stay taken
+//     until the old holder learns or its deadline passes.
 //   - Fencing, for the mutex: the resource's accepted tokens never
 //     decrease; a write made while its lease was believed valid is
 //     accepted (else a token went back, or two holders overlapped); and a
 //     write by a holder after a lease granted after its own had written
 //     first is rejected — whatever stalled it.
 //   - Describe: the holders' weights never exceed the limit, and a lease
-//     known to be over (released, force-released) never shows again —
-//     outside the window after a crash of sema serve, whose store may
-//     bring back for one TTL a lease whose end was not yet on disk.
+//     known to be over (released, force-released) never shows again — but
+//     a plainly force-released one, marked force-released, while its
+//     permits stay taken; and outside the window after a crash of sema
+//     serve, whose store may bring back for one TTL a lease whose end was
+//     not yet on disk.
 //   - Linearizability of each name's history against the model below,
 //     with porcupine.
 //
@@ -110,9 +116,9 @@
 // lost, or a release that found it gone, needs it gone or past its drop
 // time; a confirmed release needs it and removes it; a force-release needs
 // every lease it reported and no other lease short of its drop time, and
-// removes them (or, when the backend keeps force-released permits until
-// the old holder's deadline, keeps them as force-released: counted, never
-// renewed). A crash of sema serve may lose any lease (a handoff answered
+// removes them with --now; plainly, it keeps them as force-released:
+// counted until their drop time, never renewed, possibly gone once their
+// old holder released them or a force-release with --now came. A crash of sema serve may lose any lease (a handoff answered
 // before its fsync; the name is then fenced) and bring back a
 // force-released one; every restart extends expire by one TTL.
 //
@@ -143,9 +149,8 @@
 // and the bugs this harness was shown to catch in its quick mode (an
 // off-by-one in the limit check, a release that ignores the lease ID, a
 // renew that re-creates a lease, a token counter that restarts after a
-// crash; force-release that frees permits before the old holder's
-// deadline, with SEMA_FAULTS_FORCE=deadline) are caught by several checks
-// at once.
+// crash, a plain force-release that frees the permits before the old
+// holder's deadline) are caught by several checks at once.
 //
 // # Backends
 //
@@ -178,10 +183,7 @@
 //     as for any restart. Not injected: a restore from an old snapshot,
 //     which takes revisions (tokens) back unless --bump-revision is used.
 //
-// No backend gets clock faults (see above), and none is run with
-// SEMA_FAULTS_FORCE=deadline in the quick mode: every backend frees a
-// force-released lease's permits at once, and the checks then allow the
-// old holder to believe in its lease until its next renewal or deadline.
+// No backend gets clock faults (see above).
 //
 // To add a backend, add an entry: start its engine with internal/testenv,
 // put a Proxy in front of it when it is reached over the network, give
@@ -203,8 +205,6 @@
 // Other variables: SEMA_FAULTS_BACKENDS=file,serve,redis,postgres,etcd
 // picks backends;
 // SEMA_FAULTS_SEED repeats a run's random choices (the workers' timing
-// still varies); SEMA_FAULTS_FORCE=deadline demands that a force-release
-// keep the permits taken until the old holder's deadline;
-// SEMA_FAULTS_KEEP=1 keeps the run's directory even when it passes, and
+// still varies); SEMA_FAULTS_KEEP=1 keeps the run's directory even when it passes, and
 // SEMA_FAULTS_CHECK=dir checks a kept run again (TestCheckKept).
 package faults

@@ -62,13 +62,6 @@ func configFromEnv(t *testing.T) runConfig {
 		}
 		cfg.seed = seed
 	}
-	switch s := os.Getenv("SEMA_FAULTS_FORCE"); s {
-	case "":
-	case "deadline":
-		cfg.strict = true
-	default:
-		t.Fatalf("SEMA_FAULTS_FORCE=%q: the only value is deadline", s)
-	}
 	return cfg
 }
 
@@ -104,14 +97,14 @@ func runEngine(t *testing.T, eng engine, cfg runConfig) {
 	<-sampled
 	end := r.finish()
 	r.checkLogs()
-	o := Options{ForceFrees: !cfg.strict, FreesOnDeath: eng.freesOnDeath, Slack: int64(cfg.maxPause() + time.Second)}
+	o := Options{FreesOnDeath: eng.freesOnDeath, Slack: int64(cfg.maxPause() + time.Second)}
 	r.save(end, o)
 	h, _, err := loadHistory(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checked := time.Now()
-	vs, fs := CheckAll(h, o, cfg.strict, dir, time.Minute+cfg.dur/4)
+	vs, fs := CheckAll(h, o, dir, time.Minute+cfg.dur/4)
 	t.Logf("%s; checked in %v", summary(h, fs), time.Since(checked).Round(time.Millisecond))
 	if grants := len(h.Leases); grants < minGrants(cfg) {
 		t.Errorf("only %d leases granted in %v: too few for the run to prove anything", grants, cfg.dur)
@@ -141,7 +134,7 @@ func TestCheckKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vs, fs := CheckAll(h, k.Options, k.Strict, dir, 10*time.Minute)
+	vs, fs := CheckAll(h, k.Options, dir, 10*time.Minute)
 	t.Logf("%s", summary(h, fs))
 	report(t, h, vs)
 }

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -26,6 +27,7 @@ type Op struct {
 	Deadline int64 // local deadline vouched for after a grant or a confirmed refresh
 	Err      string
 	Seen     []Seen
+	Now      bool // force: with --now (the permits free at once)
 }
 
 func (o *Op) String() string {
@@ -84,7 +86,7 @@ type Lease struct {
 	Ops      []*Op // its refreshes and releases
 	Deadline int64 // the last local deadline vouched for
 	Done     int64 // when its worker saw Done close (never if not)
-	Death    int64 // when its process was killed (never if not)
+	Death    int64 // when its process was killed or exited (never if neither)
 	Forced   int64 // call of the force-release that ended it (never if none)
 	ForceOp  *Op   // that force-release
 	Uses     []*Use
@@ -133,6 +135,7 @@ type History struct {
 	Faults     []Fault
 	Limits     map[string]int64
 	Deaths     map[int]int64 // worker → when it was killed
+	Ends       map[int]int64 // worker → when it was killed or closed its client to exit
 }
 
 // Build assembles a history from the workers' journals (by worker
@@ -147,6 +150,7 @@ func Build(start, end int64, journals map[int][]Rec, harness []*Op, faults []Fau
 	}
 	journalUses := map[useKey]Rec{}
 	done := map[string]int64{}
+	ends := maps.Clone(deaths) // when each worker's process died or exited
 	for client, recs := range journals {
 		death, dead := deaths[client]
 		if !dead {
@@ -174,6 +178,10 @@ func Build(start, end int64, journals map[int][]Rec, harness []*Op, faults []Fau
 				journalUses[useKey{r.ID, r.T}] = r
 			case "done":
 				done[r.ID] = r.T
+			case "exit":
+				if _, dead := ends[client]; !dead {
+					ends[client] = r.T
+				}
 			}
 		}
 		for _, o := range open {
@@ -181,6 +189,7 @@ func Build(start, end int64, journals map[int][]Rec, harness []*Op, faults []Fau
 			o.Ret = min(death, end)
 		}
 	}
+	h.Ends = ends
 	h.Ops = append(h.Ops, harness...)
 	slices.SortFunc(h.Ops, func(a, b *Op) int { return cmpInt(a.Call, b.Call) })
 	for _, o := range h.Ops {
@@ -191,7 +200,7 @@ func Build(start, end int64, journals map[int][]Rec, harness []*Op, faults []Fau
 			if h.Leases[o.ID] != nil {
 				return nil, fmt.Errorf("lease ID %s granted twice", o.ID)
 			}
-			death, dead := deaths[o.Client]
+			death, dead := ends[o.Client]
 			if !dead {
 				death = never
 			}
@@ -266,11 +275,14 @@ func (h *History) markForced() {
 
 // BeliefEnd is when the holder of l stopped believing it held it: the
 // earliest of its release call, the local deadline it can vouch for, the
-// lease's Done as its worker saw it, its process's death, and — when the
-// backend frees force-released permits at once — the force-release.
-func (l *Lease) BeliefEnd(forceFrees bool) int64 {
+// lease's Done as its worker saw it, its process's death, and — after a
+// force-release with --now, which frees the permits at once — the
+// force-release. A plain force-release keeps the permits taken until the
+// old holder's deadline: its belief stands until it learns or the deadline
+// passes.
+func (l *Lease) BeliefEnd() int64 {
 	end := min(l.Deadline, l.Done, l.Death)
-	if forceFrees {
+	if l.ForceOp != nil && l.ForceOp.Now {
 		end = min(end, l.Forced)
 	}
 	for _, o := range l.Ops {

@@ -222,20 +222,20 @@ func (r *run) stop(p *proc) bool {
 	return true
 }
 
-// force force-releases every holder of name, as an operator would (with
-// --now, unless the run demands the permits stay taken until the old
-// holders' deadlines, as a plain force-release keeps them): half
-// the time with `sema release --force NAME`, half the time through the
-// library's Client.ForceRelease (what the command calls), whose call the
-// history can place more precisely than a process's start.
+// force force-releases every holder of name, as an operator would: half
+// the time plainly (the permits stay taken until the old holders'
+// deadlines), half the time with --now (they free at once); half the time
+// with `sema release --force NAME`, half the time through the library's
+// Client.ForceRelease (what the command calls), whose call the history
+// can place more precisely than a process's start.
 func (r *run) force(name string) {
-	op := &Op{Type: OpForce, Name: name, Limit: limitOf(name), Call: Now()}
+	op := &Op{Type: OpForce, Name: name, Limit: limitOf(name), Call: Now(), Now: r.intn(2) == 0}
 	if r.intn(2) == 0 {
 		r.forceCommand(op)
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*r.cfg.ttl)
 		var opts []sema.ForceOption
-		if !r.cfg.strict {
+		if op.Now {
 			opts = append(opts, sema.ForceNow())
 		}
 		hs, err := r.admin.ForceRelease(ctx, name, "", opts...)
@@ -268,8 +268,8 @@ var released = regexp.MustCompile(`(?m)^released ".*" lease (\S*) \(owner .*, to
 
 func (r *run) forceCommand(op *Op) {
 	args := []string{"release", "--force", "--backend", r.tgt.adminURL, op.Name}
-	if !r.cfg.strict {
-		args = append(args, "--now") // the permits free at once, as the model has it
+	if op.Now {
+		args = append(args, "--now")
 	}
 	cmd := exec.Command(testenv.SemaBinary(r.t), args...)
 	var stdout, stderr bytes.Buffer

@@ -11,10 +11,11 @@ import (
 
 // Rec is one line of a journal. Workers append one for each invocation
 // ("inv") and completion ("ret") of an operation, for each use of the
-// fenced resource ("use") and for each lease end they observe ("done").
-// Times are Now() readings.
+// fenced resource ("use"), for each lease end they observe ("done"), and
+// once as they close their client to exit ("exit"): leases they still hold
+// end there. Times are Now() readings.
 type Rec struct {
-	K  string `json:"k"`            // inv, ret, use, done
+	K  string `json:"k"`            // inv, ret, use, done, exit
 	Op int64  `json:"op,omitempty"` // operation number, unique in the journal
 	T  int64  `json:"t"`            // when
 
@@ -54,6 +55,7 @@ type Seen struct {
 	Weight int64  `json:"w"`
 	PID    int    `json:"pid,omitempty"`
 	Waiter bool   `json:"waiter,omitempty"`
+	Forced bool   `json:"forced,omitempty"` // describe: shown as force-released
 }
 
 // OpType names an operation.

@@ -36,7 +36,7 @@ var model = (&porcupine.NondeterministicModel{
 }).ToModel()
 
 // modelOps turns the operations on name into porcupine operations.
-func (h *History) modelOps(name string, o Options, strict bool) []porcupine.Operation {
+func (h *History) modelOps(name string, o Options) []porcupine.Operation {
 	lanes := map[int]int{}
 	lane := func(c int) int {
 		if _, ok := lanes[c]; !ok {
@@ -58,7 +58,7 @@ func (h *History) modelOps(name string, o Options, strict bool) []porcupine.Oper
 	for _, op := range h.Ops {
 		if op.Name == name && (op.Type == OpTry || op.Type == OpAcquire) && op.Res == ResUnknown {
 			e := op.Ret + o.Slack + op.TTL + o.Slack
-			if d, ok := h.Deaths[op.Client]; ok && o.FreesOnDeath {
+			if d, ok := h.Ends[op.Client]; ok && o.FreesOnDeath {
 				e = min(e, d+o.Slack)
 			}
 			ghosts = append(ghosts, ghost{op.Call, e, op.Weight})
@@ -100,12 +100,14 @@ func (h *History) modelOps(name string, o Options, strict bool) []porcupine.Oper
 			unknown(mReleaseMay)
 		case op.Type == OpRelease && op.Res == ResNotHeld:
 			in.kind = mReleaseGone
-		case op.Type == OpRelease && op.Res == ResUnknown:
+		case op.Type == OpRelease && (op.Res == ResUnknown || op.Res == ResEnded):
+			// A release after the lease ended (force-released, expired)
+			// may still free permits its lease kept taken.
 			unknown(mReleaseMay)
 		case op.Type == OpForce && op.Res == ResNotHeld && h.brokenDuring(op):
 			unknown(mForceMay)
 		case op.Type == OpForce && (op.Res == ResOK || op.Res == ResNotHeld):
-			in.kind, in.strict = mForce, strict
+			in.kind, in.strict = mForce, !op.Now
 			for _, s := range op.Seen {
 				if h.Leases[s.ID] != nil {
 					in.freed = append(in.freed, s.ID)
@@ -272,7 +274,7 @@ func unknownPrefix(ops []porcupine.Operation, t int64) []porcupine.Operation {
 // partition that cannot be linearized is shrunk to the shortest prefix
 // that cannot either, written as porcupine's visualization to a file in
 // dir, and reported.
-func CheckLinearizable(h *History, o Options, strict bool, dir string, timeout time.Duration) []Violation {
+func CheckLinearizable(h *History, o Options, dir string, timeout time.Duration) []Violation {
 	var out []Violation
 	names := make([]string, 0, len(h.Limits))
 	for n := range h.Limits {
@@ -280,7 +282,7 @@ func CheckLinearizable(h *History, o Options, strict bool, dir string, timeout t
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		ops := h.modelOps(name, o, strict)
+		ops := h.modelOps(name, o)
 		res, _ := porcupine.CheckOperationsVerbose(model, ops, timeout)
 		switch res {
 		case porcupine.Ok:

@@ -48,7 +48,7 @@ type mInput struct {
 	queued, fenced bool
 	ghosts         int64
 	freed          []string // force: the leases it reported, those the history knows
-	strict         bool     // force: the permits stay taken until the old holder's deadline
+	strict         bool     // force: without --now, the permits stay taken until the old holder's deadline
 	after          int64    // crash, restart: a lease or fence from before may last until this
 	cut            bool     // a shrunk history made its outcome unknown
 }
@@ -171,7 +171,15 @@ func step(s0 *mState, in *mInput) []*mState {
 		return []*mState{s}
 	case mRefreshLost, mReleaseGone:
 		if i := s.find(in.id); i >= 0 {
-			if !s.leases[i].zombie && !gone(s.leases[i]) {
+			if s.leases[i].zombie {
+				// The old holder's release of its force-released lease
+				// may free the permits early: it no longer uses them.
+				if in.kind == mReleaseGone {
+					s.mayGo(i)
+				}
+				return []*mState{s}
+			}
+			if !gone(s.leases[i]) {
 				return nil
 			}
 			// A release that found the lease gone proves it gone. A
@@ -185,17 +193,18 @@ func step(s0 *mState, in *mInput) []*mState {
 		return []*mState{s}
 	case mReleaseOK:
 		i := s.find(in.id)
-		if i < 0 || s.leases[i].zombie {
+		switch {
+		case i < 0:
 			return nil
+		case s.leases[i].zombie:
+			s.mayGo(i)
+		default:
+			s.leases = slices.Delete(s.leases, i, i+1)
 		}
-		s.leases = slices.Delete(s.leases, i, i+1)
 		return []*mState{s}
 	case mReleaseMay:
 		if i := s.find(in.id); i >= 0 {
-			l := s.leases[i]
-			l.drop = -never
-			s.leases = slices.Delete(s.leases, i, i+1)
-			s.add(l)
+			s.mayGo(i)
 		}
 		return []*mState{s}
 	case mForce:
@@ -211,6 +220,14 @@ func step(s0 *mState, in *mInput) []*mState {
 		return []*mState{s}
 	}
 	return nil
+}
+
+// mayGo marks lease i as possibly gone from now on.
+func (s *mState) mayGo(i int) {
+	l := s.leases[i]
+	l.drop = -never
+	s.leases = slices.Delete(s.leases, i, i+1)
+	s.add(l)
 }
 
 // makeRoom adds l if its weight fits, dropping what may be gone: one state
@@ -276,7 +293,12 @@ func (s *mState) force(in *mInput, gone func(mLease) bool) []*mState {
 			} else {
 				s.revoked = append(s.revoked, l)
 			}
-		case l.zombie || gone(l):
+		case l.zombie && in.strict:
+			keep = append(keep, l) // its permits stay taken as before
+		case l.zombie:
+			l.drop = -never // --now may free it at once
+			keep = append(keep, l)
+		case gone(l):
 			// gone before
 		default:
 			return nil // a lease the backend should have held and did not report

@@ -140,6 +140,24 @@ func TestModel(t *testing.T) {
 			mop(2, 100, 110, mInput{kind: mForce, freed: []string{"a"}, strict: true}),
 			mop(1, 700, 810, grant("b", 2, 1, 1600, far)),
 		}},
+		{"the old holder's release frees a force-released lease", true, []porcupine.Operation{
+			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
+			mop(2, 100, 110, mInput{kind: mForce, freed: []string{"a"}, strict: true}),
+			mop(0, 200, 210, mInput{kind: mReleaseGone, id: "a"}),
+			mop(1, 300, 310, grant("b", 2, 1, 1100, far)),
+		}},
+		{"a plain force-release that finds no holder keeps a force-released lease", false, []porcupine.Operation{
+			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
+			mop(2, 100, 110, mInput{kind: mForce, freed: []string{"a"}, strict: true}),
+			mop(2, 200, 210, mInput{kind: mForce, strict: true}),
+			mop(1, 300, 310, grant("b", 2, 1, 1100, far)),
+		}},
+		{"a force-release with --now frees a force-released lease", true, []porcupine.Operation{
+			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
+			mop(2, 100, 110, mInput{kind: mForce, freed: []string{"a"}, strict: true}),
+			mop(2, 200, 210, mInput{kind: mForce}),
+			mop(1, 300, 310, grant("b", 2, 1, 1100, far)),
+		}},
 		{"a force-release that misses a live lease", false, []porcupine.Operation{
 			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
 			mop(2, 100, 110, mInput{kind: mForce}),

@@ -27,7 +27,6 @@ type runConfig struct {
 	workers    int           // worker processes at any time
 	epoch      time.Duration // names change every epoch (0: never)
 	faultEvery time.Duration // mean gap between faults
-	strict     bool          // force-release must keep permits taken until the holder's deadline
 	seed       uint64
 }
 
@@ -181,7 +180,7 @@ func (r *run) describe(name string) (sema.Status, bool) {
 	}
 	op.Res = ResOK
 	for _, h := range st.Holders {
-		op.Seen = append(op.Seen, Seen{ID: h.ID, Token: h.Token, Weight: h.Weight, PID: h.PID})
+		op.Seen = append(op.Seen, Seen{ID: h.ID, Token: h.Token, Weight: h.Weight, PID: h.PID, Forced: h.ForceReleased})
 	}
 	for _, w := range st.Waiters {
 		op.Seen = append(op.Seen, Seen{Weight: w.Weight, PID: w.PID, Waiter: true})
@@ -276,12 +275,11 @@ type kept struct {
 	Faults     []Fault
 	Deaths     map[int]int64
 	Options    Options
-	Strict     bool
 }
 
 // save writes the harness's records to the run's directory.
 func (r *run) save(end int64, o Options) {
-	k := kept{Start: r.start, End: end, Workers: r.next, Ops: r.ops, Faults: r.faults, Deaths: r.deaths, Options: o, Strict: r.cfg.strict}
+	k := kept{Start: r.start, End: end, Workers: r.next, Ops: r.ops, Faults: r.faults, Deaths: r.deaths, Options: o}
 	b, err := json.Marshal(&k)
 	if err == nil {
 		err = os.WriteFile(filepath.Join(r.dir, "harness.json"), b, 0o644)

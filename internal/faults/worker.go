@@ -93,10 +93,13 @@ func RunWorker(cfg WorkerConfig) int {
 	defer w.res.Close()
 	log := slog.New(&warnCounter{Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), n: &w.giveBack})
 	w.c = sema.New(b, sema.WithLogger(log), sema.WithReleaseTimeout(2*cfg.TTL))
-	defer w.c.Close()
 	for ctx.Err() == nil {
 		w.round(ctx)
 	}
+	// An abandoned lease may still be held: closing the client ends it,
+	// at once on a backend that frees a closed handle's leases.
+	j.Add(Rec{K: "exit", T: Now()})
+	w.c.Close()
 	return 0
 }
 
