@@ -241,7 +241,8 @@ func (r *run) sample(stop <-chan struct{}) {
 }
 
 // finish stops the workers: SIGCONT to the stopped ones, SIGTERM to all
-// (they release what they hold and exit), SIGKILL after 10 s.
+// (they release what they hold, journal their exit and close their client,
+// which may end a lease they abandoned), SIGKILL after 10 s.
 func (r *run) finish() int64 {
 	r.bg.Wait()
 	r.mu.Lock()
