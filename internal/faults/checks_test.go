@@ -102,6 +102,23 @@ func TestCheckOverlapAndTokens(t *testing.T) {
 	expect(t, CheckOverlap(forced(false), o), "believe they hold 2 permits of 1")
 }
 
+// TestExitEndsLeases: a worker that closes its client to exit ends the
+// leases it still holds, in the history as at a death.
+func TestExitEndsLeases(t *testing.T) {
+	abandoned := func(exit bool) []*script {
+		a := new(script).acquire(0, 10, "m", 1, 1, "a", 1)
+		if exit {
+			a.recs = append(a.recs, Rec{K: "exit", T: ms(300)})
+		}
+		return []*script{a, new(script).acquire(305, 310, "m", 1, 1, "b", 2)}
+	}
+	o := Options{FreesOnDeath: true, Slack: ms(1000)}
+	expect(t, CheckOverlap(history(t, abandoned(false), nil), o), "believe they hold 2 permits of 1")
+	expect(t, CheckOverlap(history(t, abandoned(true), nil), o), "")
+	expect(t, CheckLinearizable(history(t, abandoned(false), nil), o, t.TempDir(), time.Minute), "not linearizable")
+	expect(t, CheckLinearizable(history(t, abandoned(true), nil), o, t.TempDir(), time.Minute), "")
+}
+
 func TestCheckFencing(t *testing.T) {
 	o := Options{}
 	scripts := []*script{
