@@ -24,7 +24,7 @@ func (b *Backend) Describe(ctx context.Context, name string) (sema.Status, error
 		return sema.Status{}, err
 	}
 	keys := b.ks.keys(name)
-	v, err := describeScript.Run(ctx, b.rdb, keys[:2]).Result()
+	v, err := scripts().describe.Run(ctx, b.rdb, keys[:2]).Result()
 	if err != nil {
 		return sema.Status{}, wrap("describe", name, err)
 	}
@@ -113,7 +113,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 	if opts.Now {
 		now = "1"
 	}
-	v, _, err := b.run(ctx, forceScript, name, id, b.live, now)
+	v, _, err := b.run(ctx, scripts().force, name, id, b.live, now)
 	if err != nil {
 		return nil, wrap("force-release", name, err)
 	}

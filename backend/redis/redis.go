@@ -151,7 +151,7 @@ func (b *Backend) acquireOnce(ctx context.Context, req *sema.Request, mode strin
 	ctx, done := b.callContext(ctx)
 	defer done()
 	ttl := (req.TTL + time.Millisecond - 1).Milliseconds()
-	v, acks, err := b.run(ctx, acquireScript, req.Name, req.ID, req.Limit, req.Weight, ttl, label(req), mode, b.waitTTL, b.channel, b.live)
+	v, acks, err := b.run(ctx, scripts().acquire, req.Name, req.ID, req.Limit, req.Weight, ttl, label(req), mode, b.waitTTL, b.channel, b.live)
 	if err != nil {
 		return outcome{}, wrap("acquire", req.Name, err)
 	}
@@ -283,7 +283,7 @@ func (b *Backend) Renew(ctx context.Context, name, id string, ttl time.Duration)
 		return sema.Grant{}, err
 	}
 	ms := (ttl + time.Millisecond - 1).Milliseconds()
-	v, acks, err := b.run(ctx, renewScript, name, id, ms)
+	v, acks, err := b.run(ctx, scripts().renew, name, id, ms)
 	if err != nil {
 		return sema.Grant{}, wrap("renew", name, err)
 	}
@@ -329,7 +329,7 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 }
 
 func (b *Backend) release(ctx context.Context, name, id string) error {
-	v, err := b.script(ctx, releaseScript, name, id, b.live)
+	v, err := b.script(ctx, scripts().release, name, id, b.live)
 	if err != nil {
 		return wrap("release", name, err)
 	}

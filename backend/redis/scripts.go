@@ -3,6 +3,7 @@ package redis
 import (
 	"embed"
 	"strings"
+	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -27,11 +28,27 @@ func lua(name string) string {
 	return string(b)
 }
 
-// sources are the scripts' texts, for SCRIPT LOAD.
-var sources []string
+// scriptSet is the backend's scripts, and their texts for SCRIPT LOAD.
+type scriptSet struct {
+	acquire, release, renew, dequeue, force, describe *goredis.Script
+	sources                                           []string
+}
 
-func newScript(src string) *goredis.Script {
-	sources = append(sources, src)
+// scripts are built on first use, not at program start: hashing them
+// would cost every run of the sema binary, whatever its backend.
+var scripts = sync.OnceValue(func() *scriptSet {
+	s := &scriptSet{}
+	s.acquire = s.writer("acquire.lua")
+	s.release = s.writer("release.lua")
+	s.renew = s.writer("renew.lua")
+	s.dequeue = s.writer("dequeue.lua")
+	s.force = s.writer("force.lua")
+	s.describe = s.add("#!lua flags=no-writes\n" + lua("describe.lua"))
+	return s
+})
+
+func (s *scriptSet) add(src string) *goredis.Script {
+	s.sources = append(s.sources, src)
 	return goredis.NewScript(src)
 }
 
@@ -39,7 +56,7 @@ func newScript(src string) *goredis.Script {
 // lua/common.lua spliced in at the line "--@common" (or at the top). The
 // code above that line is a fast path that must not use the shared code:
 // it runs, and returns, before the shared functions are even defined.
-func writer(name string) *goredis.Script {
+func (s *scriptSet) writer(name string) *goredis.Script {
 	src, common := lua(name), lua("common.lua")
 	if before, after, ok := strings.Cut(src, "--@common\n"); ok {
 		// The rest runs as a function of its own, so that the fast path's
@@ -48,14 +65,5 @@ func writer(name string) *goredis.Script {
 	} else {
 		src = common + src
 	}
-	return newScript("#!lua\n" + src)
+	return s.add("#!lua\n" + src)
 }
-
-var (
-	acquireScript  = writer("acquire.lua")
-	releaseScript  = writer("release.lua")
-	renewScript    = writer("renew.lua")
-	dequeueScript  = writer("dequeue.lua")
-	forceScript    = writer("force.lua")
-	describeScript = newScript("#!lua flags=no-writes\n" + lua("describe.lua"))
-)

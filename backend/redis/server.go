@@ -56,6 +56,7 @@ func probeNode(ctx context.Context, c *goredis.Client, cluster bool) (serverInfo
 	ping := pipe.Ping(ctx)
 	info := pipe.Info(ctx, "server", "persistence", "replication", "cluster")
 	fsync := pipe.ConfigGet(ctx, "appendfsync")
+	sources := scripts().sources
 	loads := make([]*goredis.StringCmd, len(sources))
 	for i, src := range sources {
 		loads[i] = pipe.ScriptLoad(ctx, src)

@@ -168,7 +168,7 @@ func ctxEnded(ctx context.Context) bool {
 func (b *Backend) dequeue(ctx context.Context, req *sema.Request) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if _, err := dequeueScript.Run(dctx, b.rdb, b.ks.keys(req.Name), req.ID, b.live).Result(); err != nil {
+	if _, err := scripts().dequeue.Run(dctx, b.rdb, b.ks.keys(req.Name), req.ID, b.live).Result(); err != nil {
 		b.cfg.Logger.Debug("sema: redis: leaving the queue failed", "name", req.Name, "lease", req.ID, "err", err)
 	}
 }

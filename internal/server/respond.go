@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,18 +19,19 @@ var jsonType = []string{"application/json"}
 const codeGone = "client_gone"
 
 // lengths holds the Content-Length values of common body sizes, shared
-// by all responses (net/http only reads header values).
-var lengths = func() [][]string {
+// by all responses (net/http only reads header values). Made by the first
+// response: at program start it would cost every run of the sema binary.
+var lengths = sync.OnceValue(func() [][]string {
 	l := make([][]string, 1024)
 	for i := range l {
 		l[i] = []string{strconv.Itoa(i)}
 	}
 	return l
-}()
+})
 
 func contentLength(n int) []string {
-	if n < len(lengths) {
-		return lengths[n]
+	if l := lengths(); n < len(l) {
+		return l[n]
 	}
 	return []string{strconv.Itoa(n)}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"sync"
 	"time"
 
 	"github.com/sema-dev/sema"
@@ -37,7 +38,9 @@ const (
 	maxPrincLen = 64   // bytes of a principal (a token fingerprint)
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is made on first use: building its tables at program start
+// would cost every run of the sema binary, not only sema serve.
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // errTorn marks a frame cut short or failing its checksum: the tail of an
 // interrupted write, or corruption, depending on where it is.
@@ -102,7 +105,7 @@ func appendFrame(dst []byte, r *record) []byte {
 	}
 	payload := dst[start+frameHeader:]
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli()))
 	return dst
 }
 
@@ -124,7 +127,7 @@ func readFrame(b []byte) (record, int, error) {
 		return record{}, 0, errTorn
 	}
 	payload := b[frameHeader : frameHeader+int(n)]
-	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+	if crc32.Checksum(payload, castagnoli()) != binary.LittleEndian.Uint32(b[4:]) {
 		return record{}, 0, errTorn
 	}
 	r, err := decodePayload(payload)

@@ -48,7 +48,7 @@ func (m *reserveMark) record(token uint64) error {
 		return nil
 	}
 	b := binary.LittleEndian.AppendUint64([]byte(reserveMagic), token)
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli()))
 	path := filepath.Join(m.dir, reserveName)
 	if err := writeFileSync(m.dir, path, b); err != nil {
 		return fmt.Errorf("store: write the reservation mark: %w", err)
@@ -68,7 +68,7 @@ func readReserve(dir string) (uint64, error) {
 	}
 	n := len(reserveMagic)
 	if len(b) != n+12 || string(b[:n]) != reserveMagic ||
-		crc32.Checksum(b[:n+8], castagnoli) != binary.LittleEndian.Uint32(b[n+8:]) {
+		crc32.Checksum(b[:n+8], castagnoli()) != binary.LittleEndian.Uint32(b[n+8:]) {
 		return 0, fmt.Errorf("store: the reservation mark %s is corrupt: %w: %w", filepath.Join(dir, reserveName), errCorrupt, sema.ErrUnavailable)
 	}
 	return binary.LittleEndian.Uint64(b[n:]), nil

@@ -65,7 +65,7 @@ func FuzzReadReserve(f *testing.F) {
 			return
 		}
 		want := binary.LittleEndian.AppendUint64([]byte(reserveMagic), mark)
-		want = binary.LittleEndian.AppendUint32(want, crc32.Checksum(want, castagnoli))
+		want = binary.LittleEndian.AppendUint32(want, crc32.Checksum(want, castagnoli()))
 		if string(want) != string(b) {
 			t.Fatalf("readReserve(%x) = %d, which is written as %x", b, mark, want)
 		}
