@@ -127,6 +127,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ForceReleaseDelaysWaiters", testForceReleaseDelays},
 		{"ForceReleaseNow", testForceReleaseNow},
 		{"ForceReleasedHolderReleases", testForceReleasedHolderReleases},
+		{"ForceReleaseSurvivesReopen", testForceReleaseReopen},
 		{"StalledBackendCancelsLease", testStalledBackend},
 		{"Do", testDo},
 	}

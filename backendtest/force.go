@@ -144,3 +144,43 @@ func testForceReleasedHolderReleases(t *testing.T, e *env) {
 	}
 	e.mustRelease(l2)
 }
+
+// testForceReleaseReopen: a default force-release outlives a close and
+// reopen of the backend (a restart of its server): the lease can no longer
+// be renewed, and its permits stay taken until it ends.
+func testForceReleaseReopen(t *testing.T, e *env) {
+	e.forceReleaser()
+	if e.cfg.Reopen == nil {
+		t.Skip("no Config.Reopen: backend state does not outlive it")
+	}
+	ctx := e.ctx(hang)
+	name := e.name("forced-reopen")
+	holder := func() sema.Backend {
+		if e.cfg.ReopenEndsLeases {
+			return e.peer // the reopened handle's own leases end with it
+		}
+		return e.b
+	}
+	g, err := holder().TryAcquire(ctx, request(name, "forced1", 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs, err := e.forceReleaser().ForceRelease(ctx, name, "", sema.ForceOptions{}); err != nil || len(hs) != 1 {
+		t.Fatalf("ForceRelease = %+v, %v", hs, err)
+	}
+	e.b = e.cfg.Reopen(t, e.b)
+	if _, err := holder().Renew(ctx, name, g.ID, time.Minute); !errors.Is(err, sema.ErrForceReleased) {
+		t.Errorf("after reopen, Renew of the force-released lease: %v, want ErrForceReleased", err)
+	}
+	st := e.describe(name)
+	if len(st.Holders) != 1 || !st.Holders[0].ForceReleased || st.Holders[0].Token != g.Token || st.Used != 1 {
+		t.Errorf("after reopen, Describe = %+v; want the force-released lease, marked so, its permit used", st)
+	}
+	var he *sema.HeldError
+	if _, err := e.b.TryAcquire(ctx, request(name, "other", 1, 1)); !errors.As(err, &he) {
+		t.Errorf("after reopen, another request for the name: %v, want a *HeldError (the permit stays taken)", err)
+	}
+	if _, err := e.forceReleaser().ForceRelease(ctx, name, "", sema.ForceOptions{Now: true}); err != nil {
+		t.Errorf("ForceRelease now after reopen: %v", err)
+	}
+}

@@ -20,9 +20,13 @@
 //     caller only once its record is on disk. A grant that never reaches
 //     disk was never seen by anyone, so losing it in a crash is harmless;
 //     if the caller is gone by then, the grant is given back.
-//   - Releases, expiries and force-releases are appended without waiting.
-//     Losing one in a crash keeps a permit held for one more TTL, never
-//     frees it twice. Because the log is sequential and a grant is
+//   - A force-release that keeps the permits taken until the lease ends
+//     (the default) is answered once its REVOKE record is on disk: after a
+//     restart its holder still cannot renew the lease, and Describe still
+//     shows it force-released.
+//   - Releases, expiries and force-releases with ForceOptions.Now are
+//     appended without waiting. Losing one in a crash keeps a permit held
+//     for one more TTL, never frees it twice. Because the log is sequential and a grant is
 //     appended after the end that made room for it, a grant on disk
 //     implies every end before it is on disk: recovery never sees a new
 //     holder without the end of the old one.
@@ -92,10 +96,8 @@
 //   - Waiters are not durable: a restart drops the queue (clients retry).
 //   - A lease whose holder died before a restart, or whose release was
 //     lost in the crash, is held for one more full TTL after the restart.
-//   - "Force-released" is remembered in memory only: after a restart a
-//     force-released lease whose permits were still taken (the default,
-//     without ForceOptions.Now) is an ordinary lease again, and its holder
-//     may renew it; one already expired reports a plain expiry.
+//   - A renewal of a force-released lease that had already ended before a
+//     restart reports a plain expiry after it, not a force-release.
 //   - An uncontended grant costs one fsync of latency (shared by every
 //     grant of the batch), not one fsync per grant; a handoff on a hot name
 //     costs none.

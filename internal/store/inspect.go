@@ -91,17 +91,30 @@ func (s *Store) List(_ context.Context, prefix string) ([]sema.Status, error) {
 
 // ForceRelease ends the lease id of name, or every lease of name if id is
 // "". Unless opts.Now, the leases keep their permits until they expire or
-// their holders release them. A later renew of a force-released lease wraps
-// sema.ErrForceReleased until the store restarts; after a restart the store
-// no longer knows it was force-released, and its holder may renew it.
-func (s *Store) ForceRelease(_ context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
+// their holders release them, and a renew of them wraps
+// sema.ErrForceReleased, also after a restart: the force-release is
+// journaled, and answered once it is on disk.
+func (s *Store) ForceRelease(ctx context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
 	if err := sema.ValidateName(name); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	defer s.unlock()
+	out, seq, err := s.forceLocked(name, id, opts)
+	s.unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.wal.wait(ctx, seq); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// forceLocked force-releases under s.mu; seq is the last record it
+// journaled.
+func (s *Store) forceLocked(name, id string, opts sema.ForceOptions) (out []sema.Holder, seq uint64, err error) {
 	if s.closed {
-		return nil, sema.ErrClosed
+		return nil, 0, sema.ErrClosed
 	}
 	now := s.mono()
 	for k, until := range s.revoked {
@@ -111,10 +124,9 @@ func (s *Store) ForceRelease(_ context.Context, name, id string, opts sema.Force
 	}
 	e := s.names[name]
 	if e == nil {
-		return nil, fmt.Errorf("store: force-release %q: %w", name, sema.ErrNotHeld)
+		return nil, 0, fmt.Errorf("store: force-release %q: %w", name, sema.ErrNotHeld)
 	}
 	s.expireEntry(e, now)
-	var out []sema.Holder
 	for _, h := range s.holderList(e) {
 		l := e.find(h.ID)
 		if l == nil { // the recovery fence: an admin may lift it
@@ -129,15 +141,17 @@ func (s *Store) ForceRelease(_ context.Context, name, id string, opts sema.Force
 		}
 		h.ForceReleased = true
 		out = append(out, h)
-		s.revoked[name+"\x00"+h.ID] = l.expires
 		if opts.Now {
 			s.endLocked(l, endForce, now)
+		} else if !s.forced(name, h.ID) {
+			s.wal.append(&record{kind: kindRevoke, name: name, id: h.ID}, true)
 		}
+		s.revoked[name+"\x00"+h.ID] = l.expires
 	}
 	s.grantWaiters(e, now)
 	s.dropIfIdle(e)
 	if len(out) == 0 {
-		return nil, fmt.Errorf("store: force-release %q: %w", name, sema.ErrNotHeld)
+		return nil, 0, fmt.Errorf("store: force-release %q: %w", name, sema.ErrNotHeld)
 	}
-	return out, nil
+	return out, s.wal.appended(), nil
 }

@@ -49,6 +49,7 @@ func TestRecordsAtLimitsRoundTrip(t *testing.T) {
 		{kind: kindFast, name: "n", limit: 1, ttl: sema.MinTTL},
 		{kind: kindUnfast, name: r.Name},
 		{kind: kindReserve, token: math.MaxUint64},
+		{kind: kindRevoke, name: r.Name, id: r.ID},
 	} {
 		b := appendFrame(nil, &rec)
 		got, n, err := readFrame(b)

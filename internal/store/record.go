@@ -22,6 +22,9 @@ const (
 	kindFast    byte = 5
 	kindUnfast  byte = 6 // name is idle again, every grant before is on disk
 	kindReserve byte = 7 // tokens up to this one may be handed out before they are on disk
+	// kindRevoke: a lease was force-released while its permits stay taken
+	// until it ends; its holder may no longer renew it.
+	kindRevoke byte = 8
 )
 
 // End reasons, recorded for the operator's benefit only.
@@ -87,6 +90,9 @@ func appendFrame(dst []byte, r *record) []byte {
 		dst = appendString(dst, r.name)
 		dst = appendString(dst, r.id)
 		dst = append(dst, r.reason)
+	case kindRevoke:
+		dst = appendString(dst, r.name)
+		dst = appendString(dst, r.id)
 	case kindTTL:
 		dst = appendString(dst, r.name)
 		dst = appendString(dst, r.id)
@@ -246,6 +252,9 @@ func decodePayload(p []byte) (record, error) {
 		r.name = d.str("name", sema.MaxNameLen)
 		r.id = d.str("id", sema.MaxIDLen)
 		r.reason = d.byte1("reason")
+	case kindRevoke:
+		r.name = d.str("name", sema.MaxNameLen)
+		r.id = d.str("id", sema.MaxIDLen)
 	case kindTTL:
 		r.name = d.str("name", sema.MaxNameLen)
 		r.id = d.str("id", sema.MaxIDLen)

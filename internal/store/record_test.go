@@ -18,6 +18,7 @@ func sampleRecords() []record {
 		{kind: kindFast, name: "hot", limit: 2, ttl: 15 * time.Second},
 		{kind: kindUnfast, name: "hot"},
 		{kind: kindReserve, token: 1 << 21},
+		{kind: kindRevoke, name: "jobs/nightly", id: "abc123"},
 	}
 }
 

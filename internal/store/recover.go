@@ -19,6 +19,7 @@ var errCorrupt = errors.New("the data directory is damaged")
 type recovered struct {
 	token   uint64
 	leases  map[string]*record // name\x00id → its grant record, TTL raised by later TTL records
+	revoked map[string]bool    // name\x00id of leases in leases that were force-released
 	fast    map[string]*record // name → its FAST record not followed by UNFAST
 	dropped int                // bytes of a torn tail dropped
 	odd     int                // records honoured with an odd value
@@ -39,6 +40,14 @@ func (st *recovered) apply(r *record) error {
 		st.token = max(st.token, r.token)
 	case kindEnd:
 		delete(st.leases, k)
+		delete(st.revoked, k)
+	case kindRevoke:
+		if st.leases[k] != nil {
+			if st.revoked == nil {
+				st.revoked = make(map[string]bool)
+			}
+			st.revoked[k] = true
+		}
 	case kindTTL:
 		if l := st.leases[k]; l != nil && r.ttl > l.ttl {
 			l.ttl = r.ttl
@@ -254,7 +263,7 @@ func validFrameIn(b []byte) bool {
 func (s *Store) restore(st *recovered) error {
 	now := s.mono()
 	baseWall := s.base.UnixNano()
-	for _, r := range st.leases {
+	for k, r := range st.leases {
 		e := s.names[r.name]
 		if e == nil {
 			e = &entry{name: r.name, limit: r.limit}
@@ -277,6 +286,9 @@ func (s *Store) restore(st *recovered) error {
 		}
 		s.heap.push(l)
 		s.holders.Add(1)
+		if st.revoked[k] {
+			s.revoked[k] = l.expires
+		}
 	}
 	for name, f := range st.fast {
 		e := s.names[name]

@@ -12,8 +12,9 @@ const snapMagic = "SEMASNP\x01"
 
 // encodeSnapshot serialises the live state as snapshot n: a meta record
 // (token counter or reservation, lease count), one grant record per
-// lease, carrying the largest TTL journaled for it, and a FAST record per
-// name in fast mode. Callers hold s.mu.
+// lease, carrying the largest TTL journaled for it (followed by a REVOKE
+// record if it was force-released), and a FAST record per name in fast
+// mode. Callers hold s.mu.
 func (s *Store) encodeSnapshot(n uint64) []byte {
 	count := s.holders.Load()
 	buf := make([]byte, 0, 64+count*128)
@@ -30,6 +31,9 @@ func (s *Store) encodeSnapshot(n uint64) []byte {
 			r.pid, r.weight, r.limit, r.token, r.ttl = int(l.pid), l.weight, e.limit, l.token, l.ttl
 			r.acquired = s.wall(l.acquired).UnixNano()
 			buf = appendFrame(buf, &r)
+			if s.forced(e.name, l.id) {
+				buf = appendFrame(buf, &record{kind: kindRevoke, name: e.name, id: l.id})
+			}
 		}
 	}
 	return buf
@@ -66,7 +70,7 @@ func readSnapshot(data []byte, n uint64, st *recovered) error {
 		if err != nil {
 			return fmt.Errorf("record after %d leases: %w", grants, err)
 		}
-		if r.kind != kindGrant && r.kind != kindFast {
+		if r.kind != kindGrant && r.kind != kindFast && r.kind != kindRevoke {
 			return fmt.Errorf("record after %d leases has kind %d", grants, r.kind)
 		}
 		if r.kind == kindGrant {
