@@ -20,6 +20,12 @@ type Options struct {
 	// FreesOnDeath: the permits of a killed holder are free at once
 	// (file://: the kernel drops its locks).
 	FreesOnDeath bool
+	// LazyRelease: a release that hands nothing over commits without
+	// waiting for the disk (sema serve, PostgreSQL), so a crash of the
+	// server may undo it: the lease is back until it expires. Nobody can
+	// be granted its permits meanwhile (a later grant's durable write
+	// carries the release before it).
+	LazyRelease bool
 	// Slack bounds how late the effect of an operation whose outcome is
 	// unknown (an error, a reset, a process killed mid-call) may still
 	// happen after the call returned or the process died: the longest

@@ -87,9 +87,9 @@
 //   - Describe: the holders' weights never exceed the limit, and a lease
 //     known to be over (released, force-released) never shows again — but
 //     a plainly force-released one, marked force-released, while its
-//     permits stay taken; and outside the window after a crash of sema
-//     serve, whose store may bring back for one TTL a lease whose end was
-//     not yet on disk.
+//     permits stay taken; and outside the window after a crash of the
+//     server, which may bring back for one TTL a lease whose end was not
+//     yet on disk.
 //   - Linearizability of each name's history against the model below,
 //     with porcupine.
 //
@@ -118,9 +118,12 @@
 // every lease it reported and no other lease short of its drop time, and
 // removes them with --now; plainly, it keeps them as force-released:
 // counted until their drop time, never renewed, possibly gone once their
-// old holder released them or a force-release with --now came. A crash of sema serve may lose any lease (a handoff answered
-// before its fsync; the name is then fenced) and bring back a
-// force-released one; every restart extends expire by one TTL.
+// old holder released them or a force-release with --now came. A crash
+// of sema serve may lose any lease (a handoff answered before its fsync;
+// the name is then fenced) and bring back a force-released one; a crash
+// of sema serve or PostgreSQL may bring back a released one (their
+// releases do not wait for the disk; a later grant's durable write
+// carries them); every restart extends expire by one TTL.
 //
 // Operations whose outcome is unknown — an error that says nothing, a
 // process killed mid-call, a release that found the lease gone while its

@@ -24,6 +24,9 @@ type engine struct {
 	faults []FaultKind
 	// freesOnDeath: a killed holder's permits are free at once.
 	freesOnDeath bool
+	// lazyRelease: a release commits without waiting for the disk, so a
+	// crash of the server may undo it (the lease is back until it expires).
+	lazyRelease bool
 	// ttl of the leases, if the run's default (1 s) is below what the
 	// backend accepts.
 	ttl time.Duration
@@ -68,10 +71,11 @@ var engines = []engine{
 	{
 		// sema serve on its embedded store, restarted with kill -9 and
 		// SIGTERM on the same data directory, reached through the proxy.
-		name:   "serve",
-		start:  startServe,
-		faults: concat(holderFaults, networkFaults, restartFaults),
-		need:   func(g sema.Guarantees) bool { return g.Linearizable && g.DurableFencing },
+		name:        "serve",
+		start:       startServe,
+		faults:      concat(holderFaults, networkFaults, restartFaults),
+		lazyRelease: true,
+		need:        func(g sema.Guarantees) bool { return g.Linearizable && g.DurableFencing },
 	},
 	{
 		// One Redis server with the append-only file fsynced at every
@@ -90,10 +94,11 @@ var engines = []engine{
 		// kill -9 of the postmaster (crash recovery). No standby: a
 		// failover keeps grants only with synchronous replication, which
 		// sema does not check (SurvivesFailover is false).
-		name:   "postgres",
-		start:  startPostgres,
-		faults: concat(holderFaults, networkFaults, restartFaults),
-		need:   func(g sema.Guarantees) bool { return g.Linearizable && g.DurableFencing },
+		name:        "postgres",
+		start:       startPostgres,
+		faults:      concat(holderFaults, networkFaults, restartFaults),
+		lazyRelease: true,
+		need:        func(g sema.Guarantees) bool { return g.Linearizable && g.DurableFencing },
 	},
 	{
 		// Three etcd members, each behind a proxy; a member, or the

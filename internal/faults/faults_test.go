@@ -97,7 +97,7 @@ func runEngine(t *testing.T, eng engine, cfg runConfig) {
 	<-sampled
 	end := r.finish()
 	r.checkLogs()
-	o := Options{FreesOnDeath: eng.freesOnDeath, Slack: int64(cfg.maxPause() + time.Second)}
+	o := Options{FreesOnDeath: eng.freesOnDeath, LazyRelease: eng.lazyRelease, Slack: int64(cfg.maxPause() + time.Second)}
 	r.save(end, o)
 	h, _, err := loadHistory(dir)
 	if err != nil {

@@ -92,7 +92,7 @@ func (h *History) modelOps(name string, o Options) []porcupine.Operation {
 		case op.Type == OpRefresh && op.Res == ResLost:
 			in.kind = mRefreshLost
 		case op.Type == OpRelease && op.Res == ResOK:
-			in.kind = mReleaseOK
+			in.kind, in.lazy = mReleaseOK, o.LazyRelease
 		case op.Type == OpRelease && op.Res == ResNotHeld && h.brokenDuring(op):
 			// The library sends a request again when the connection broke
 			// before its answer came: if the first one took effect, the

@@ -49,6 +49,7 @@ type mInput struct {
 	ghosts         int64
 	freed          []string // force: the leases it reported, those the history knows
 	strict         bool     // force: without --now, the permits stay taken until the old holder's deadline
+	lazy           bool     // release ok: a crash may undo it (Options.LazyRelease)
 	after          int64    // crash, restart: a lease or fence from before may last until this
 	cut            bool     // a shrunk history made its outcome unknown
 }
@@ -66,7 +67,7 @@ type mLease struct {
 type mState struct {
 	leases  []mLease // sorted by mLease.less
 	maxTok  uint64   // the highest token granted
-	revoked []mLease // force-released leases that a crash may bring back
+	revoked []mLease // ended leases that a crash may bring back: force-released, or released lazily
 }
 
 func (a mLease) less(b mLease) int {
@@ -199,6 +200,10 @@ func step(s0 *mState, in *mInput) []*mState {
 		case s.leases[i].zombie:
 			s.mayGo(i)
 		default:
+			if in.lazy {
+				s.revoked = append(s.revoked, s.leases[i])
+				slices.SortFunc(s.revoked, mLease.less)
+			}
 			s.leases = slices.Delete(s.leases, i, i+1)
 		}
 		return []*mState{s}
@@ -312,7 +317,8 @@ func (s *mState) force(in *mInput, gone func(mLease) bool) []*mState {
 // restart applies a server restart: leases on disk are honoured with a
 // fresh TTL; after a crash a lease granted by a handoff answered before
 // its fsync may be lost (its name is then fenced: see mInput.fenced), and
-// a force-released lease whose end was not yet on disk may come back.
+// a lease whose end was not yet on disk may come back: one force-released
+// with --now, or released lazily (Options.LazyRelease).
 func (s *mState) restart(in *mInput) {
 	for i := range s.leases {
 		s.leases[i].expire = max(s.leases[i].expire, in.after)

@@ -158,6 +158,18 @@ func TestModel(t *testing.T) {
 			mop(2, 200, 210, mInput{kind: mForce}),
 			mop(1, 300, 310, grant("b", 2, 1, 1100, far)),
 		}},
+		{"a crash brings back a lazily released lease", true, []porcupine.Operation{
+			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
+			mop(0, 100, 110, mInput{kind: mReleaseOK, id: "a", lazy: true}),
+			mop(3, 120, 400, mInput{kind: mCrash, after: 1600}),
+			mop(2, 500, 510, mInput{kind: mForce, freed: []string{"a"}}),
+		}},
+		{"a crash brings back no durably released lease", false, []porcupine.Operation{
+			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
+			mop(0, 100, 110, mInput{kind: mReleaseOK, id: "a"}),
+			mop(3, 120, 400, mInput{kind: mCrash, after: 1600}),
+			mop(2, 500, 510, mInput{kind: mForce, freed: []string{"a"}}),
+		}},
 		{"a force-release that misses a live lease", false, []porcupine.Operation{
 			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
 			mop(2, 100, 110, mInput{kind: mForce}),
