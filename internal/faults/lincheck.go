@@ -64,6 +64,7 @@ func (h *History) modelOps(name string, o Options) []porcupine.Operation {
 			ghosts = append(ghosts, ghost{op.Call, e, op.Weight})
 		}
 	}
+	durable := h.durableAfter()
 	var out []porcupine.Operation
 	add := func(in *mInput, ret int64, client int) {
 		out = append(out, porcupine.Operation{ClientId: lane(client), Input: in, Call: in.call, Return: max(ret, in.call),
@@ -92,7 +93,10 @@ func (h *History) modelOps(name string, o Options) []porcupine.Operation {
 		case op.Type == OpRefresh && op.Res == ResLost:
 			in.kind = mRefreshLost
 		case op.Type == OpRelease && op.Res == ResOK:
-			in.kind, in.lazy = mReleaseOK, o.LazyRelease
+			in.kind = mReleaseOK
+			if o.LazyRelease {
+				in.durable = durable(op.Ret)
+			}
 		case op.Type == OpRelease && op.Res == ResNotHeld && h.brokenDuring(op):
 			// The library sends a request again when the connection broke
 			// before its answer came: if the first one took effect, the
@@ -131,6 +135,32 @@ func (h *History) modelOps(name string, o Options) []porcupine.Operation {
 	}
 	slices.SortStableFunc(out, func(a, b porcupine.Operation) int { return cmpInt(a.Call, b.Call) })
 	return out
+}
+
+// durableAfter returns when what was written by an operation that
+// returned at t is surely on disk, for a backend whose releases do not
+// wait for it (Options.LazyRelease): once a grant invoked after t returned
+// (on any name: the log is one sequence, and a grant waits until its
+// record, and everything before it, is on disk). never if none did.
+func (h *History) durableAfter() func(t int64) int64 {
+	type span struct{ call, ret int64 }
+	var grants []span
+	for _, o := range h.Ops {
+		if (o.Type == OpTry || o.Type == OpAcquire) && o.Res == ResOK {
+			grants = append(grants, span{o.Call, o.Ret})
+		}
+	}
+	slices.SortFunc(grants, func(a, b span) int { return cmpInt(a.call, b.call) })
+	// firstRet[i]: the earliest return among grants[i:]
+	firstRet := make([]int64, len(grants)+1)
+	firstRet[len(grants)] = never
+	for i := len(grants) - 1; i >= 0; i-- {
+		firstRet[i] = min(grants[i].ret, firstRet[i+1])
+	}
+	return func(t int64) int64 {
+		i, _ := slices.BinarySearchFunc(grants, t+1, func(g span, t int64) int { return cmpInt(g.call, t) })
+		return firstRet[i]
+	}
 }
 
 // brokenDuring reports whether a connection was reset or paused, or the

@@ -49,9 +49,11 @@ type mInput struct {
 	ghosts         int64
 	freed          []string // force: the leases it reported, those the history knows
 	strict         bool     // force: without --now, the permits stay taken until the old holder's deadline
-	lazy           bool     // release ok: a crash may undo it (Options.LazyRelease)
-	after          int64    // crash, restart: a lease or fence from before may last until this
-	cut            bool     // a shrunk history made its outcome unknown
+	// release ok: a crash may undo it until durable (Options.LazyRelease);
+	// 0 if it is durable at once
+	durable int64
+	after   int64 // crash, restart: a lease or fence from before may last until this
+	cut     bool  // a shrunk history made its outcome unknown
 }
 
 // mLease is a lease the backend may hold.
@@ -61,6 +63,9 @@ type mLease struct {
 	drop   int64 // may be gone for operations that return after this
 	expire int64 // surely gone for operations invoked after this
 	zombie bool  // force-released while its permits stay taken: not renewable
+	// in revoked, a lease released lazily: a crash invoked after this no
+	// longer brings it back (0: until it expires)
+	durable int64
 }
 
 // mState is the backend's state of one name, as far as the model knows.
@@ -146,7 +151,9 @@ func step(s0 *mState, in *mInput) []*mState {
 	s := s0.clone()
 	// What is surely gone by the time the operation is invoked.
 	s.leases = slices.DeleteFunc(s.leases, func(l mLease) bool { return l.expire < in.call })
-	s.revoked = slices.DeleteFunc(s.revoked, func(l mLease) bool { return l.expire < in.call })
+	s.revoked = slices.DeleteFunc(s.revoked, func(l mLease) bool {
+		return l.expire < in.call || l.durable != 0 && l.durable < in.call
+	})
 	gone := func(l mLease) bool { return l.drop < in.ret } // may be gone at the operation's point
 	switch in.kind {
 	case mGrant:
@@ -200,8 +207,10 @@ func step(s0 *mState, in *mInput) []*mState {
 		case s.leases[i].zombie:
 			s.mayGo(i)
 		default:
-			if in.lazy {
-				s.revoked = append(s.revoked, s.leases[i])
+			if in.durable != 0 {
+				l := s.leases[i]
+				l.durable = in.durable
+				s.revoked = append(s.revoked, l)
 				slices.SortFunc(s.revoked, mLease.less)
 			}
 			s.leases = slices.Delete(s.leases, i, i+1)

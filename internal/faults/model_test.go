@@ -160,7 +160,7 @@ func TestModel(t *testing.T) {
 		}},
 		{"a crash brings back a lazily released lease", true, []porcupine.Operation{
 			mop(0, 0, 10, grant("a", 1, 1, 800, far)),
-			mop(0, 100, 110, mInput{kind: mReleaseOK, id: "a", lazy: true}),
+			mop(0, 100, 110, mInput{kind: mReleaseOK, id: "a", durable: far}),
 			mop(3, 120, 400, mInput{kind: mCrash, after: 1600}),
 			mop(2, 500, 510, mInput{kind: mForce, freed: []string{"a"}}),
 		}},
