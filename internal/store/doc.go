@@ -26,10 +26,10 @@
 //     shows it force-released.
 //   - Releases, expiries and force-releases with ForceOptions.Now are
 //     appended without waiting. Losing one in a crash keeps a permit held
-//     for one more TTL, never frees it twice. Because the log is sequential and a grant is
-//     appended after the end that made room for it, a grant on disk
-//     implies every end before it is on disk: recovery never sees a new
-//     holder without the end of the old one.
+//     for one more TTL, never frees it twice. Because the log is
+//     sequential and a grant is appended after the end that made room for
+//     it, a grant on disk implies every end before it is on disk: recovery
+//     never sees a new holder without the end of the old one.
 //   - Renewals with an unchanged TTL are not journaled at all. Instead,
 //     every lease recovered after a restart gets a fresh full TTL from the
 //     restart (it only ever extends a lease, so it is safe): a holder that
