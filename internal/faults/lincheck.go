@@ -139,14 +139,15 @@ func (h *History) modelOps(name string, o Options) []porcupine.Operation {
 
 // durableAfter returns when what was written by an operation that
 // returned at t is surely on disk, for a backend whose releases do not
-// wait for it (Options.LazyRelease): once a grant invoked after t returned
-// (on any name: the log is one sequence, and a grant waits until its
-// record, and everything before it, is on disk). never if none did.
+// wait for it (Options.LazyRelease): once a TryAcquire invoked after t
+// returned granted (on any name: the log is one sequence, and an immediate
+// grant waits until its record, and everything before it, is on disk; a
+// hand-off to a waiter may not, on sema serve). never if none did.
 func (h *History) durableAfter() func(t int64) int64 {
 	type span struct{ call, ret int64 }
 	var grants []span
 	for _, o := range h.Ops {
-		if (o.Type == OpTry || o.Type == OpAcquire) && o.Res == ResOK {
+		if o.Type == OpTry && o.Res == ResOK {
 			grants = append(grants, span{o.Call, o.Ret})
 		}
 	}
