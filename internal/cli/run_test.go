@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -98,6 +99,12 @@ func TestRunEnvironment(t *testing.T) {
 
 func TestRunForwardsSignals(t *testing.T) {
 	t.Parallel()
+	if signal.Ignored(syscall.SIGHUP) {
+		// Started under nohup: the jobs would inherit SIGHUP ignored, and a
+		// shell cannot trap a signal ignored on entry. Handled here, it is
+		// at its default in the processes this test starts.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	}
 	be := fileBackend(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		dir := t.TempDir()
