@@ -52,18 +52,18 @@ func TestWaitReplicas(t *testing.T) {
 	if ids := holdersOn(t, replica, "w/held"); len(ids) != 1 || ids[0] != l.ID() {
 		t.Fatalf("replica holds %v right after the grant, want [%s]", ids, l.ID())
 	}
+	first, err := c.Mutex("w/handoff").Acquire(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	waiter := make(chan *sema.Lease, 1)
-	go func() {
+	go func() { // queued behind first: started once first holds
 		l2, err := sema.New(open(t, primary.URL()+"?wait_replicas=1")).Mutex("w/handoff").Acquire(bg(t))
 		if err != nil {
 			t.Error(err)
 		}
 		waiter <- l2
 	}()
-	first, err := c.Mutex("w/handoff").Acquire(bg(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitQueued(t, b, "w/handoff", 1)
 	if err := first.Release(bg(t)); err != nil {
 		t.Fatal(err)
