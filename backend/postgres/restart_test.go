@@ -49,11 +49,11 @@ func testRestart(t *testing.T, crash bool, down time.Duration) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var (
-		mu       sync.Mutex
-		records  []grantRecord
-		fails    int
-		wg       sync.WaitGroup
-		longHeld atomic.Bool // client 0 holds its long lease
+		mu        sync.Mutex
+		records   []grantRecord
+		fails     int
+		wg        sync.WaitGroup
+		longSince atomic.Int64 // when client 0 took the long lease it holds (0: none)
 	)
 	for i := range clients {
 		b := open(t, postgres.Config{URL: pg.URL(), Recheck: 200 * time.Millisecond})
@@ -81,14 +81,14 @@ func testRestart(t *testing.T, crash bool, down time.Duration) {
 				hold := time.Duration(rand.IntN(5000)) * time.Microsecond
 				if i == 0 {
 					hold = 3 * time.Second // longer than the TTL: renewed, or lost while the database is down
-					longHeld.Store(true)
+					longSince.Store(time.Now().UnixNano())
 				}
 				select { // hold a while, or until the lease is lost
 				case <-time.After(hold):
 				case <-l.Done():
 				}
 				if i == 0 {
-					longHeld.Store(false)
+					longSince.Store(0)
 				}
 				if r.end = time.Now(); !stopWatch() {
 					r.end, r.lost = <-lostAt, true // it ended on its own: the client relied on it until then
@@ -114,9 +114,16 @@ func testRestart(t *testing.T, crash bool, down time.Duration) {
 		}
 	}
 	waitGrants(60)
-	for deadline := time.Now().Add(30 * time.Second); down > 0 && !longHeld.Load(); time.Sleep(time.Millisecond) {
+	// Down for longer than the TTL, from early in client 0's long hold:
+	// its lease must end while held (late in the hold, the hold could end
+	// first).
+	fresh := func() bool {
+		since := longSince.Load()
+		return since != 0 && time.Since(time.Unix(0, since)) < 300*time.Millisecond
+	}
+	for deadline := time.Now().Add(30 * time.Second); down > 0 && !fresh(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("client 0 never held its long lease")
+			t.Fatal("client 0 never took its long lease")
 		}
 	}
 	restartAt := time.Now()
