@@ -147,7 +147,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 		info.ForceReleased = true
 		out = append(out, info)
 		if !st.revoked(h.ID) {
-			st.revoke(h.ID, h.Expires)
+			st.revoke(h.ID, max(h.Expires, now.UnixNano())+int64(revokedFor))
 			nf.dirty = true
 		}
 		if !opts.Now {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/sema-dev/sema"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -179,4 +180,40 @@ func waitStopped(t *testing.T, pid int) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatal("process did not stop")
+}
+
+// A waiter whose grant is force-released before it sees it (its process
+// stopped meanwhile) fails with sema.ErrForceReleased when it runs again,
+// even after that grant expired: it is not granted the same lease ID anew,
+// which would undo the force-release.
+func TestForceReleasedBeforeSeen(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, dir)
+	c := sema.New(b)
+	l, err := c.Mutex("job").Acquire(context.Background(), sema.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := startHelper(t, "wait", envDir+"="+dir, envName+"=job", envTTL+"=1s", envWait+"=30s")
+	waitQueued(t, dir, "job", 1)
+	pid := waiter.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(t, pid)
+	if err := l.Release(context.Background()); err != nil { // the grant goes to the stopped waiter
+		t.Fatal(err)
+	}
+	hs, err := b.ForceRelease(context.Background(), "job", "", sema.ForceOptions{})
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("ForceRelease = %+v, %v; want the stopped waiter's grant", hs, err)
+	}
+	time.Sleep(1500 * time.Millisecond) // past that grant's expiry
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	f := waiter.expect("error", 20*time.Second)
+	if msg := strings.Join(f, " "); !strings.Contains(msg, sema.ErrForceReleased.Error()) {
+		t.Fatalf("waiter: %s; want its acquire to fail as force-released", msg)
+	}
 }

@@ -67,6 +67,12 @@ type revokedRec struct {
 // maxRevoked bounds the remembered force-releases per name.
 const maxRevoked = 256
 
+// revokedFor is how long a force-release is remembered after the lease's
+// expiry: a waiter whose grant was force-released before it saw it (its
+// process stopped, say) learns so when it runs again within this time,
+// rather than being granted the same lease ID anew.
+const revokedFor = 10 * time.Minute
+
 func (s *state) used() int64 {
 	var n int64
 	for i := range s.Holders {

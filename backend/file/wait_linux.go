@@ -91,6 +91,10 @@ func (nf *nameFile) dispatch(st *state) {
 		if w == nil || !nf.ours(h.Slot, h.Nonce) {
 			continue
 		}
+		if st.revoked(h.ID) {
+			nf.fail(w, nf.forcedBeforeSeen()) // its entry goes at the next step
+			continue
+		}
 		nf.grantLocal(w, h, st.Name, st.Limit)
 	}
 }
@@ -108,6 +112,12 @@ func (nf *nameFile) grantLocal(w *waiter, h *holderRec, name string, limit int64
 	// deadline counts from there.
 	g.Waited = min(max(time.Duration(h.Acquired-w.since), 0), time.Since(w.start))
 	w.ch <- result{g: g}
+}
+
+// forcedBeforeSeen is the error of a waiter whose grant was force-released
+// before it saw it.
+func (nf *nameFile) forcedBeforeSeen() error {
+	return fmt.Errorf("file: acquire %q: granted, then force-released before it was seen: %w", nf.name, sema.ErrForceReleased)
 }
 
 // fail ends a waiter with err; its entry goes at the next step.
@@ -244,6 +254,10 @@ func (nf *nameFile) requeueLost(st *state) {
 	}
 	slices.SortFunc(ws, func(a, b *waiter) int { return a.start.Compare(b.start) })
 	for _, w := range ws {
+		if st.revoked(w.req.ID) { // granted, then force-released unseen
+			nf.fail(w, nf.forcedBeforeSeen())
+			continue
+		}
 		switch err := nf.checkLimit(st, w.req.Limit); {
 		case errors.Is(err, errLimitUnknown):
 			return
