@@ -196,19 +196,45 @@ func (p *Proxy) ResetOne(rng *rand.Rand) bool {
 	return true
 }
 
-// ResetAll resets every connection and returns how many there were.
-func (p *Proxy) ResetAll() int {
+// open returns the open connections.
+func (p *Proxy) open() []*pconn {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	all := make([]*pconn, 0, len(p.conns))
 	for pc := range p.conns {
 		all = append(all, pc)
 	}
-	p.mu.Unlock()
+	return all
+}
+
+// ResetAll resets every connection and returns how many there were.
+func (p *Proxy) ResetAll() int {
+	all := p.open()
 	for _, pc := range all {
 		reset(pc.client)
 		reset(pc.server)
 	}
 	return len(all)
+}
+
+// pause stops the bytes of pc in dir.
+func (pc *pconn) pause(dir Direction) {
+	for i, d := range []Direction{Up, Down} {
+		if dir&d != 0 {
+			pc.gates[i].close()
+		}
+	}
+}
+
+// resume lets the held bytes of pc flow on, or with doReset resets it
+// and drops them.
+func (pc *pconn) resume(doReset bool) {
+	if doReset {
+		reset(pc.client)
+		reset(pc.server)
+	}
+	pc.gates[0].open()
+	pc.gates[1].open()
 }
 
 // Pause stops the bytes of a random connection in dir and returns the
@@ -220,19 +246,8 @@ func (p *Proxy) Pause(rng *rand.Rand, dir Direction) (end func(reset bool)) {
 	if pc == nil {
 		return nil
 	}
-	for i, d := range []Direction{Up, Down} {
-		if dir&d != 0 {
-			pc.gates[i].close()
-		}
-	}
-	return func(doReset bool) {
-		if doReset {
-			reset(pc.client)
-			reset(pc.server)
-		}
-		pc.gates[0].open()
-		pc.gates[1].open()
-	}
+	pc.pause(dir)
+	return pc.resume
 }
 
 // Close stops accepting, resets every connection and waits for the
@@ -252,27 +267,13 @@ func (p *Proxy) Close() {
 // PauseAll stops the bytes of every open connection in dir, as Pause does
 // for one.
 func (p *Proxy) PauseAll(dir Direction) (end func(reset bool)) {
-	p.mu.Lock()
-	all := make([]*pconn, 0, len(p.conns))
-	for pc := range p.conns {
-		all = append(all, pc)
-	}
-	p.mu.Unlock()
+	all := p.open()
 	for _, pc := range all {
-		for i, d := range []Direction{Up, Down} {
-			if dir&d != 0 {
-				pc.gates[i].close()
-			}
-		}
+		pc.pause(dir)
 	}
 	return func(doReset bool) {
 		for _, pc := range all {
-			if doReset {
-				reset(pc.client)
-				reset(pc.server)
-			}
-			pc.gates[0].open()
-			pc.gates[1].open()
+			pc.resume(doReset)
 		}
 	}
 }
