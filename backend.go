@@ -77,6 +77,10 @@ type Inspector interface {
 // [Holder.ForceReleased] set. A default force-release of a lease already
 // force-released returns it again and changes nothing; with opts.Now it
 // frees its permits. With opts.Now the permits go to the waiters at once.
+// An acquire repeating the ID of a force-released lease (a retry) is
+// never answered with that lease: it fails with an error wrapping
+// [ErrForceReleased], or, once the lease is gone, is a new grant that
+// holds its permits, with a greater token.
 type ForceReleaser interface {
 	ForceRelease(ctx context.Context, name, id string, opts ForceOptions) ([]Holder, error)
 }

@@ -128,6 +128,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ForceReleaseNow", testForceReleaseNow},
 		{"ForceReleasedHolderReleases", testForceReleasedHolderReleases},
 		{"ForceReleaseSurvivesReopen", testForceReleaseReopen},
+		{"ForceReleasedIDNotGrantedAgain", testForceReleasedIDNotGrantedAgain},
 		{"StalledBackendCancelsLease", testStalledBackend},
 		{"Do", testDo},
 	}

@@ -184,3 +184,53 @@ func testForceReleaseReopen(t *testing.T, e *env) {
 		t.Errorf("ForceRelease now after reopen: %v", err)
 	}
 }
+
+// testForceReleasedIDNotGrantedAgain: an acquire repeating the ID of a
+// lease an admin force-released (a client that lost the answer to its
+// acquire and tries again) is never answered with that lease, as if its
+// caller still held it. While the lease's permits stay taken (the
+// lock-delay), TryAcquire is refused; a Blocker's Acquire is refused, or
+// waits and makes a new grant that really holds the permit, with a
+// greater token.
+func testForceReleasedIDNotGrantedAgain(t *testing.T, e *env) {
+	fr := e.forceReleaser()
+	ctx := e.ctx(hang)
+	name := e.name("forced-retry")
+	req := request(name, "forced-retry1", 1, 1)
+	req.TTL = forceTTL
+	g, err := e.b.TryAcquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs, err := fr.ForceRelease(ctx, name, req.ID, sema.ForceOptions{}); err != nil || len(hs) != 1 {
+		t.Fatalf("ForceRelease = %+v, %v", hs, err)
+	}
+	refused := func(err error) bool {
+		return errors.Is(err, sema.ErrForceReleased) || errors.Is(err, sema.ErrNotAcquired)
+	}
+	if g2, err := e.b.TryAcquire(ctx, req); !refused(err) {
+		t.Errorf("TryAcquire repeating the force-released ID = %+v, %v; want ErrForceReleased or ErrNotAcquired", g2, err)
+	}
+	if bl, ok := e.b.(sema.Blocker); ok {
+		g2, err := bl.Acquire(ctx, req)
+		switch {
+		case err == nil && g2.Token <= g.Token:
+			t.Errorf("Acquire repeating the force-released ID answered token %d, the force-released lease's %d", g2.Token, g.Token)
+		case err == nil:
+			if st := e.describe(name); len(st.Holders) != 1 || st.Holders[0].Token != g2.Token {
+				t.Errorf("after the repeated grant: %+v; want one holder with token %d", st, g2.Token)
+			}
+			if err := e.b.Release(ctx, name, req.ID); err != nil {
+				t.Errorf("Release of the repeated grant: %v", err)
+			}
+		case !refused(err):
+			t.Errorf("Acquire repeating the force-released ID: %v; want a new grant, ErrForceReleased or ErrNotAcquired", err)
+		}
+	}
+	// The name still works once the force-released lease is gone.
+	l := e.mustAcquire(e.p.Mutex(name))
+	if l.Token() <= g.Token {
+		t.Errorf("token %d after the force-released lease's %d", l.Token(), g.Token)
+	}
+	e.mustRelease(l)
+}

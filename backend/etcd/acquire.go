@@ -36,6 +36,7 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	want := ttlSeconds(req.TTL)
 	val := b.valueOf(&req)
 	guard := clientv3.Compare(clientv3.CreateRevision(nd).WithPrefix(), "=", 0) // no entry at all
+	forced := b.k.forcedKey(req.ID)
 	slot := b.slots.take()
 	key := b.slots.key(ld, slot)
 	tail := b.k.tailKey(req.Name, req.Limit)
@@ -51,14 +52,20 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	for try := 0; ; try++ {
 		resp, lease, life, err := b.putEntry(ctx, l, want, func(lid clientv3.LeaseID) placement {
 			// The entry is the newest of its queue: the tail names it.
-			return placement{key: key, cmps: []clientv3.Cmp{absent(key), guard},
-				then: []clientv3.Op{put(key, val, lid), clientv3.OpPut(tail, key, clientv3.WithLease(lid))}}
+			return placement{key: key, cmps: []clientv3.Cmp{absent(key), guard, absent(forced)},
+				then:   []clientv3.Op{put(key, val, lid), clientv3.OpPut(tail, key, clientv3.WithLease(lid))},
+				orElse: []clientv3.Op{isForced(forced)}}
 		})
 		if err != nil {
 			b.dropEntry(key, lease.id) // in case the Txn was applied all the same
 			return sema.Grant{}, b.acquireFail(ctx, op, err)
 		}
 		l = lease
+		if !resp.Succeeded && wasForced(resp, 0) {
+			b.keepIdle(want, l)
+			b.slots.put(slot)
+			return sema.Grant{}, forcedRetry(req.Name, req.ID)
+		}
 		if resp.Succeeded {
 			ahead := known(q.entries) // all holding as read (some may have left since); none at the first try
 			b.local.add(key, resp.Header.Revision, req.Weight, ahead)
@@ -95,6 +102,23 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 		b.slots.put(slot)
 		return sema.Grant{}, q.heldError()
 	}
+}
+
+// isForced is the read of a Txn's else branch that tells whether the
+// request's lease ID was force-released (its mark, the key forced, exists).
+func isForced(forced string) clientv3.Op { return clientv3.OpGet(forced, clientv3.WithCountOnly()) }
+
+// wasForced reports whether response i of a failed Txn, an isForced read,
+// found the mark.
+func wasForced(resp *clientv3.TxnResponse, i int) bool {
+	return i < len(resp.Responses) && resp.Responses[i].GetResponseRange().GetCount() > 0
+}
+
+// forcedRetry is the answer to an acquire repeating the ID of a lease an
+// admin force-released: never that lease again, nor a new one under its
+// ID while the mark lasts.
+func forcedRetry(name, id string) error {
+	return fmt.Errorf("etcd: acquire %q: lease %s: %w", name, id, sema.ErrForceReleased)
 }
 
 // absent compares that key does not exist.

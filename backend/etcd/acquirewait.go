@@ -48,7 +48,7 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		// Its entry may have ended by a force-release, as it was granted:
 		// the lease ID stays force-released, never granted a second time.
 		if errors.Is(b.lossReason(ctx, req.ID), sema.ErrForceReleased) {
-			return sema.Grant{}, fmt.Errorf("etcd: acquire %q: lease %s: %w", req.Name, req.ID, sema.ErrForceReleased)
+			return sema.Grant{}, forcedRetry(req.Name, req.ID)
 		}
 		b.log.Warn("etcd: a waiter lost its place (its etcd lease ended) and queues again", "name", req.Name)
 	}
@@ -120,15 +120,16 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 	slot := b.slots.take()
 	key := b.slots.key(ld, slot)
 	tail := b.k.tailKey(req.Name, req.Limit)
+	forced := b.k.forcedKey(req.ID)
 	for {
 		b.local.pend(key, req.Weight)
 		resp, l, life, err := b.putEntry(ctx, idleLease{}, want, func(lid clientv3.LeaseID) placement {
 			then := []clientv3.Op{put(key, val, lid)}
 			// The tail says which entry is just ahead.
 			then = append(then, clientv3.OpGet(tail), clientv3.OpPut(tail, key, clientv3.WithLease(lid)))
-			return placement{key: key, cmps: []clientv3.Cmp{absent(key), below, above},
+			return placement{key: key, cmps: []clientv3.Cmp{absent(key), below, above, absent(forced)},
 				then:   append(then, clientv3.OpGet(ld, clientv3.WithPrefix(), clientv3.WithCountOnly())),
-				orElse: []clientv3.Op{clientv3.OpGet(nd, clientv3.WithPrefix())}}
+				orElse: []clientv3.Op{isForced(forced), clientv3.OpGet(nd, clientv3.WithPrefix())}}
 		})
 		if err != nil {
 			// The Txn may have been applied all the same: take the entry
@@ -181,9 +182,13 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 				}
 			}
 		} else {
-			q = b.queueOf(req.Name, rr.Kvs)
 			b.local.unpend(key)
 			b.slots.put(slot)
+			if wasForced(resp, 0) {
+				b.keepIdle(want, l)
+				return sema.Grant{}, forcedRetry(req.Name, req.ID)
+			}
+			q = b.queueOf(req.Name, rr.Kvs)
 			g, own, done, err := b.settle(ctx, req, &q, l)
 			if done {
 				return g, err

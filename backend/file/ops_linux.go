@@ -20,6 +20,9 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	}
 	var g sema.Grant
 	err := b.step(ctx, req.Name, true, func(nf *nameFile, st *state, now time.Time) error {
+		if st.revoked(req.ID) {
+			return errors.Join(forcedRetry(req.Name), nf.commit(st, now))
+		}
 		if i := st.holder(req.ID); i >= 0 { // a retry of a granted request
 			g = st.grantOf(&st.Holders[i])
 			return nf.commit(st, now)
@@ -104,6 +107,11 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		return sema.Grant{}, notAcquired(ctx, err)
 	}
 	defer b.unref(nf)
+	if st.revoked(req.ID) {
+		err := errors.Join(forcedRetry(req.Name), nf.commit(st, now))
+		nf.end()
+		return sema.Grant{}, err
+	}
 	if i := st.holder(req.ID); i >= 0 {
 		g := st.grantOf(&st.Holders[i])
 		err := nf.commit(st, now)
@@ -146,6 +154,12 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	case <-b.done:
 		return sema.Grant{}, fmt.Errorf("file: acquire %q: %w", req.Name, sema.ErrClosed)
 	}
+}
+
+// forcedRetry is the answer to an acquire repeating the ID of a lease an
+// admin force-released: never that lease again.
+func forcedRetry(name string) error {
+	return fmt.Errorf("file: acquire %q: %w: lease id was force-released", name, sema.ErrForceReleased)
 }
 
 func notAcquired(ctx context.Context, err error) error {

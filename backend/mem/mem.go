@@ -97,6 +97,9 @@ func (b *Backend) TryAcquire(_ context.Context, req sema.Request) (sema.Grant, e
 	if err != nil {
 		return sema.Grant{}, err
 	}
+	if b.forced(req.ID) {
+		return sema.Grant{}, b.forcedRetry(req.Name, e)
+	}
 	if h := e.holders.get(req.ID); h != nil { // idempotent retry
 		return b.grantOf(e, req.Name, h), nil
 	}
@@ -123,6 +126,11 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	now := b.now()
 	e, err = b.entryFor(e, req.Name, req.Limit, now)
 	if err != nil {
+		b.mu.Unlock()
+		return sema.Grant{}, err
+	}
+	if b.forced(req.ID) {
+		err := b.forcedRetry(req.Name, e)
 		b.mu.Unlock()
 		return sema.Grant{}, err
 	}
@@ -236,6 +244,13 @@ func (b *Backend) Release(_ context.Context, name, id string) error {
 		return fmt.Errorf("mem: release %q: %w", name, sema.ErrForceReleased)
 	}
 	return nil
+}
+
+// forcedRetry is the answer to an acquire repeating the ID of a lease an
+// admin force-released: never that lease again. Called with b.mu held.
+func (b *Backend) forcedRetry(name string, e *entry) error {
+	b.dropIfIdle(name, e)
+	return fmt.Errorf("mem: acquire %q: %w: lease id was force-released", name, sema.ErrForceReleased)
 }
 
 // forced reports whether lease id was force-released.

@@ -34,8 +34,8 @@ func (b *Backend) acquire(ctx context.Context, req *sema.Request, queue bool, ch
 		return row{}, nil, fmt.Errorf("postgres: acquire %q: %w: it has limit %d, asked %d",
 			req.Name, sema.ErrLimitMismatch, st.lim, req.Limit)
 	case kindRevoked:
-		return row{}, nil, fmt.Errorf("postgres: acquire %q: %w: lease id %q was used and force-released",
-			req.Name, sema.ErrInvalidArgument, req.ID)
+		return row{}, nil, fmt.Errorf("postgres: acquire %q: %w: lease id %q was force-released",
+			req.Name, sema.ErrForceReleased, req.ID)
 	}
 	return st, rest, nil
 }

@@ -70,6 +70,11 @@ func (s *Store) start(w *waiter, wait bool) error {
 		s.unlock()
 		return err
 	}
+	if s.forced(req.Name, req.ID) { // a retry of a lease an admin force-released: never that lease again
+		s.dropIfIdle(e)
+		s.unlock()
+		return fmt.Errorf("store: acquire %q: %w: lease id was force-released", req.Name, sema.ErrForceReleased)
+	}
 	if l := e.find(req.ID); l != nil { // a retry: the lease it got
 		if !(Caller{Principal: w.principal, Admin: w.admin}).may(l) {
 			s.unlock()
