@@ -129,6 +129,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ForceReleasedHolderReleases", testForceReleasedHolderReleases},
 		{"ForceReleaseSurvivesReopen", testForceReleaseReopen},
 		{"ForceReleasedIDNotGrantedAgain", testForceReleasedIDNotGrantedAgain},
+		{"ForceReleaseOfAWaiter", testForceReleaseOfAWaiter},
 		{"StalledBackendCancelsLease", testStalledBackend},
 		{"Do", testDo},
 	}

@@ -234,3 +234,44 @@ func testForceReleasedIDNotGrantedAgain(t *testing.T, e *env) {
 	}
 	e.mustRelease(l)
 }
+
+// testForceReleaseOfAWaiter: a force-release names holders only. One that
+// names a queued request's ID finds no holder (ErrNotHeld) and leaves the
+// request queued, to be granted in its turn.
+func testForceReleaseOfAWaiter(t *testing.T, e *env) {
+	fr := e.forceReleaser()
+	bl, ok := e.b.(sema.Blocker)
+	if !ok {
+		t.Skip("backend is not a Blocker: it queues no requests")
+	}
+	ctx := e.ctx(hang)
+	name := e.name("forced-waiter")
+	holder, waiter := request(name, "fw-holder", 1, 1), request(name, "fw-waiter", 1, 1)
+	if _, err := e.b.TryAcquire(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan acquireResult, 1)
+	go func() {
+		g, err := bl.Acquire(ctx, waiter)
+		got <- acquireResult{g, err}
+	}()
+	e.waitQueued(name, 1)
+	for _, now := range []bool{false, true} {
+		if hs, err := fr.ForceRelease(ctx, name, waiter.ID, sema.ForceOptions{Now: now}); !errors.Is(err, sema.ErrNotHeld) {
+			t.Errorf("ForceRelease (now %v) of a queued request's ID = %+v, %v; want ErrNotHeld", now, hs, err)
+		}
+	}
+	if st := e.describe(name); len(st.Holders) != 1 || len(st.Waiters) != 1 {
+		t.Errorf("after force-releases of the waiter's ID: %+v; want the holder and the waiter", st)
+	}
+	if err := e.b.Release(ctx, name, holder.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, got, "the waiter after the holder released")
+	if r.err != nil {
+		t.Fatalf("the waiter: %v", r.err)
+	}
+	if err := e.b.Release(ctx, name, waiter.ID); err != nil {
+		t.Error(err)
+	}
+}
