@@ -100,6 +100,7 @@ func Run(t *testing.T, cfg Config) {
 		{"IdempotentAcquireByID", testIdempotentAcquire},
 		{"IdempotentAcquireWhileQueued", testIdempotentQueued},
 		{"AcquireByIDAfterRelease", testAcquireAfterRelease},
+		{"RetryAskingOtherwise", testRetryAskingOtherwise},
 		{"Weights", testWeights},
 		{"LimitMismatch", testLimitMismatch},
 		{"LimitMismatchWithWaiters", testLimitMismatchWaiters},

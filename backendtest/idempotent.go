@@ -168,3 +168,36 @@ func testAcquireAfterRelease(t *testing.T, e *env) {
 	l := e.mustAcquire(e.p.Mutex(name))
 	e.mustRelease(l)
 }
+
+// testRetryAskingOtherwise: an acquire repeating the ID of a live lease
+// but asking another weight or limit (a client bug) is refused, or
+// answered with the lease as it is held; never with what was asked but
+// not taken.
+func testRetryAskingOtherwise(t *testing.T, e *env) {
+	ctx := e.ctx(10 * time.Second)
+	name := e.name("retry-other")
+	req := request(name, "other1", 3, 1)
+	if _, err := e.b.TryAcquire(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	heavier := req
+	heavier.Weight = 2
+	if g, err := e.b.TryAcquire(ctx, heavier); err == nil && g.Weight != req.Weight {
+		t.Errorf("retry asking weight 2 of a lease of weight 1 answered weight %d", g.Weight)
+	} else if err != nil && !errors.Is(err, sema.ErrInvalidArgument) {
+		t.Errorf("retry asking weight 2 of a lease of weight 1: %v; want the lease or ErrInvalidArgument", err)
+	}
+	wider := req
+	wider.Limit = 5
+	if g, err := e.b.TryAcquire(ctx, wider); err == nil && g.Limit != req.Limit {
+		t.Errorf("retry asking limit 5 of a name of limit 3 answered limit %d", g.Limit)
+	} else if err != nil && !errors.Is(err, sema.ErrLimitMismatch) {
+		t.Errorf("retry asking limit 5 of a name of limit 3: %v; want the lease or ErrLimitMismatch", err)
+	}
+	if st := e.describe(name); st.Used != 1 || st.Limit != 3 || len(st.Holders) != 1 {
+		t.Errorf("after the retries: %+v; want the one lease of weight 1, limit 3", st)
+	}
+	if err := e.b.Release(ctx, name, req.ID); err != nil {
+		t.Error(err)
+	}
+}

@@ -125,13 +125,14 @@ func (b *Backend) check(req *sema.Request) error {
 
 // outcome is what the acquire script decided.
 type outcome struct {
-	kind  int64 // 1 granted, 2 queued, 0 held, -1 limit mismatch, -3 force-released
-	grant sema.Grant
-	now   int64 // Redis's clock, ms
-	pos   int64 // place in the queue (queued)
-	next  int64 // lower bound of the earliest holder expiry, ms (queued)
-	limit int64 // the name's limit (held, mismatch)
-	held  *sema.HeldError
+	kind   int64 // 1 granted, 2 queued, 0 held, -1 limit mismatch, -3 force-released, -4 held with another weight
+	grant  sema.Grant
+	now    int64 // Redis's clock, ms
+	pos    int64 // place in the queue (queued)
+	next   int64 // lower bound of the earliest holder expiry, ms (queued)
+	limit  int64 // the name's limit (held, mismatch)
+	weight int64 // the weight the lease ID holds (heldWeight)
+	held   *sema.HeldError
 }
 
 const (
@@ -141,6 +142,7 @@ const (
 	mismatch    = -1
 	leaseLost   = -2
 	forceFreed  = -3
+	heldWeight  = -4
 	noneExpires = 9000000000000000 // the scripts' "no holder" expiry
 )
 
@@ -230,6 +232,10 @@ func decodeOutcome(req *sema.Request, v any) (outcome, error) {
 		if o.limit, err = intAt(a, 1); err != nil {
 			return o, err
 		}
+	case heldWeight:
+		if o.weight, err = intAt(a, 1); err != nil {
+			return o, err
+		}
 	case forceFreed:
 	default:
 		return o, fmt.Errorf("%w: unknown acquire outcome %d", ErrCorrupt, o.kind)
@@ -255,6 +261,9 @@ func refusal(req *sema.Request, o outcome) error {
 			req.Name, req.Limit, sema.ErrLimitMismatch, o.limit)
 	case forceFreed:
 		return fmt.Errorf("redis: acquire %q: lease %s: %w", req.Name, req.ID, sema.ErrForceReleased)
+	case heldWeight:
+		return fmt.Errorf("redis: acquire %q: %w: lease id %q holds weight %d, asked %d",
+			req.Name, sema.ErrInvalidArgument, req.ID, o.weight, req.Weight)
 	}
 	return fmt.Errorf("redis: acquire %q: %w: unexpected outcome %d", req.Name, ErrCorrupt, o.kind)
 }

@@ -5,7 +5,8 @@
 -- whose channel has no subscriber is gone.
 -- Returns {1, token, acquired, expires, now} granted; {2, now, position,
 -- earliest holder expiry} queued; {0, limit, waiters, id, record, ...}
--- held; {-1, limit} limit mismatch; {-3} the ID was force-released.
+-- held; {-1, limit} limit mismatch; {-3} the ID was force-released; {-4,
+-- weight} the ID holds another weight.
 -- The common case first, before the shared code below is even defined: a
 -- name with no holder and no waiter (no state) is granted at once.
 local t = redis.call('TIME')
@@ -45,13 +46,15 @@ if serving then
 end
 
 if rec and string.byte(rec, 1) == 104 then
-  local _, tok, acq, exp, _, rev = parseHolder(rec)
+  local w, tok, acq, exp, _, rev = parseHolder(rec)
   if rev ~= '0' then
     save(m)
     return {-3}
   end
-  if exp > ms then -- a retry of a live grant: the same lease
+  if exp > ms then -- a retry of a live grant: the same lease, if asked alike
     save(m)
+    if m.l ~= limit then return {-1, m.l} end
+    if w ~= weight then return {-4, w} end
     return {1, tok, tonumber(acq), exp, ms}
   end
   rec = nil -- expired: reclaim dropped it
