@@ -110,6 +110,7 @@ func Run(t *testing.T, cfg Config) {
 		{"FIFOHeadCancelled", testFIFOHeadCancel},
 		{"FIFOOrder", testFIFOOrder},
 		{"CancelWhileWaiting", testCancelWhileWaiting},
+		{"ReleaseOfAQueuedID", testReleaseOfAQueuedID},
 		{"BlockerCancelLeaksNothing", testBlockerCancel},
 		{"CloseWhileWaiting", testCloseWhileWaiting},
 		{"WakeupByEvent", testWakeup},

@@ -218,3 +218,45 @@ func testReleaseOtherGoroutine(t *testing.T, e *env) {
 		t.Errorf("Err after Release = %v, want ErrReleased", l.Err())
 	}
 }
+
+// testReleaseOfAQueuedID: a Release naming a request that is still queued
+// (it holds nothing) says so or changes nothing the waiter cannot see: the
+// waiting Acquire is granted in its turn, or fails at once with an error of
+// its own; it never waits on for its context to end.
+func testReleaseOfAQueuedID(t *testing.T, e *env) {
+	bl, ok := e.b.(sema.Blocker)
+	if !ok {
+		t.Skip("backend is not a Blocker: it queues no requests")
+	}
+	ctx := e.ctx(hang)
+	name := e.name("release-queued")
+	holder, waiter := request(name, "rq-holder", 1, 1), request(name, "rq-waiter", 1, 1)
+	if _, err := e.b.TryAcquire(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan acquireResult, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		g, err := bl.Acquire(wctx, waiter)
+		got <- acquireResult{g, err}
+	}()
+	e.waitQueued(name, 1)
+	if err := e.b.Release(ctx, name, waiter.ID); err != nil && !errors.Is(err, sema.ErrNotHeld) {
+		t.Errorf("Release of a queued request's ID: %v; want nil or ErrNotHeld", err)
+	}
+	if err := e.b.Release(ctx, name, holder.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, got, "the waiter whose ID was released while it was queued")
+	switch {
+	case r.err == nil:
+		if err := e.b.Release(ctx, name, waiter.ID); err != nil {
+			t.Errorf("Release of the waiter's grant: %v", err)
+		}
+	case wctx.Err() != nil || errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded):
+		t.Errorf("the waiter waited for its context to end: %v", r.err)
+	default:
+		t.Logf("the waiter failed: %v", r.err)
+	}
+}

@@ -339,3 +339,45 @@ func TestAcquireDeadlinePassed(t *testing.T) {
 		t.Fatalf("Acquire past its deadline: %v", err)
 	}
 }
+
+// TestReleasedWaiterIDIsRefused: a client releases the lease ID of its own
+// acquire that is still waiting (as it does when it gives the wait up).
+// The server withdraws the request; the client's acquire, polling again
+// with that ID, is refused for good (ErrInvalidArgument), rather than
+// polling on until the server forgets the release and grants it.
+func TestReleasedWaiterIDIsRefused(t *testing.T) {
+	srv := startServer(t)
+	b := newBackend(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holder := sema.Request{Name: "withdrawn", ID: "holder", Limit: 1, Weight: 1, TTL: time.Minute}
+	waiter := holder
+	waiter.ID = "waiter"
+	if _, err := b.TryAcquire(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctx, waiter)
+		got <- err
+	}()
+	for {
+		st, err := b.Describe(ctx, "withdrawn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Waiters) == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := b.Release(ctx, "withdrawn", waiter.ID); !errors.Is(err, sema.ErrNotHeld) {
+		t.Fatalf("Release of the queued ID: %v, want ErrNotHeld", err)
+	}
+	if err := b.Release(ctx, "withdrawn", holder.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; !errors.Is(err, sema.ErrInvalidArgument) {
+		t.Fatalf("the acquire whose ID was released: %v, want ErrInvalidArgument", err)
+	}
+}

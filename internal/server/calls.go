@@ -51,8 +51,11 @@ func (s *Server) acquire(body []byte, who caller, done func(*poll, sema.Grant, e
 	if s.leases.givenUp(who.Principal, req.Name, req.ID) {
 		// A client that gave up a wait releases its lease ID; over
 		// HTTP/1.1 that release can overtake the acquire it gives up, which
-		// must then not be granted to nobody.
-		return nil, fmt.Errorf("%w: lease %s of %q was released by this client", sema.ErrNotAcquired, req.ID, req.Name)
+		// must then not be granted to nobody. The refusal is final (not
+		// "not acquired", which a client polls again after): the ID is
+		// spent.
+		return nil, fmt.Errorf("%w: lease %s of %q was released by this client; an acquire needs a new lease id",
+			sema.ErrInvalidArgument, req.ID, req.Name)
 	}
 	return s.startPoll(req, who, wait, done)
 }

@@ -108,12 +108,14 @@ func TestOwnerDefaultsToCaller(t *testing.T) {
 
 // TestGiveBackOvertakingAcquire: a client that gave up a wait releases its
 // lease ID; over HTTP/1.1 that release can reach the server before the
-// acquire it gives up. The acquire is then refused, so no grant is left
-// to nobody; an ID released after its grant may be acquired again.
+// acquire it gives up. The acquire is then refused for good (invalid
+// argument: the ID is spent; a client would poll again after "not
+// acquired"), so no grant is left to nobody; an ID released after its
+// grant may be acquired again.
 func TestGiveBackOvertakingAcquire(t *testing.T) {
 	engines(t, testTokens, func(t *testing.T, ts *tserver) {
 		wantErr(t, ts.do("POST", wire.PathRelease, aliceTok, wire.ReleaseRequest{Name: "g", ID: "late"}), 404, wire.CodeNotHeld)
-		wantErr(t, ts.acquire(aliceTok, wire.AcquireRequest{Name: "g", ID: "late"}), 409, wire.CodeNotAcquired)
+		wantErr(t, ts.acquire(aliceTok, wire.AcquireRequest{Name: "g", ID: "late"}), 400, wire.CodeInvalidArgument)
 		if st := ts.describe(adminTok, "g"); len(st.Holders) != 0 {
 			t.Errorf("a given-up acquire was granted: %s", mustJSON(st))
 		}
