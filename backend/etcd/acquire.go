@@ -194,22 +194,23 @@ type placement struct {
 }
 
 // putEntry runs the Txn that place builds for an etcd lease: l if it is
-// set, else an idle or a new one. An idle one is refreshed by a keepalive
-// sent beside the Txn. It returns the lease used and when its life was
-// last confirmed to start (by b.now()).
+// set, else an idle or a new one. An idle one that could expire before
+// the entry's TTL is refreshed by a keepalive sent beside the Txn. It
+// returns the lease used and when its life was last confirmed to start
+// (by b.now()).
 func (b *Backend) putEntry(ctx context.Context, l idleLease, want int64, place func(clientv3.LeaseID) placement) (
 	resp *clientv3.TxnResponse, _ idleLease, life time.Duration, err error) {
 	for attempt := 0; ; attempt++ {
-		reused := false
+		stale := false
 		if l.id == 0 {
-			if l, reused, err = b.newLease(ctx, want); err != nil {
+			if l, stale, err = b.newLease(ctx, want); err != nil {
 				return nil, l, 0, err
 			}
 		}
 		life = l.expires - time.Duration(l.granted)*time.Second
 		var ka keeping
 		var kaSent time.Duration
-		if reused {
+		if stale {
 			kaSent, ka = b.now(), b.keep.send(l.id)
 		}
 		p := place(l.id)

@@ -62,14 +62,17 @@
 //
 // # Caveats
 //
-//   - etcd counts lease TTLs in whole seconds (rounded up here), and at
-//     least its own minimum (1.5 election timeouts): a crashed holder of a
-//     TTL of 100ms holds for a second or more. etcd checks expiries every
+//   - etcd counts lease TTLs in whole seconds: an etcd lease lasts the
+//     TTL rounded up, plus one second (so that a lease released and taken
+//     again within that second needs no keepalive), and at least etcd's
+//     own minimum (1.5 election timeouts): a crashed holder of a TTL of
+//     100ms holds for two seconds or more. etcd checks expiries every
 //     500ms.
 //   - A leader change extends every lease by its TTL (etcd's rule), so a
 //     dead holder may hold that much longer.
-//   - Acquire costs a Txn and a keepalive, release a Txn; TryAcquire on a
-//     busy name reads it. A name's keys are reused by each process, but
+//   - Acquire costs a Txn (and a keepalive beside it when the etcd lease
+//     it reuses was last renewed over a second ago), release a Txn;
+//     TryAcquire on a busy name reads it. A name's keys are reused by each process, but
 //     every key ever written stays in etcd's index until a compaction: run
 //     etcd with auto-compaction.
 //   - A request with a TTL longer than Config.WaiterTTL waits on a lease of

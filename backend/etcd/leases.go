@@ -19,6 +19,12 @@ import (
 // that entry's Txn, instead of granting a new lease (a raft write) first.
 // Leases are never reused by anyone else: a key deleted by someone else
 // (a force-release, another process's release) leaves its lease to die.
+//
+// An etcd lease is granted for the sema TTL rounded up to whole seconds,
+// plus leaseHeadroom: a lease released and taken again within that second
+// still outlives the new holder's whole TTL, and needs no keepalive at
+// all. A lock taken and released in a loop costs two Txns a turn, and a
+// keepalive only about once a second.
 
 // ttlSeconds is the etcd lease TTL for a sema TTL: whole seconds, rounded
 // up, so that etcd never expires a lease before the core's deadline.
@@ -27,6 +33,11 @@ func ttlSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / ti
 // reuseMargin is how much life a pooled lease must have left to be reused:
 // its keepalive must reach etcd before it expires.
 const reuseMargin = 500 * time.Millisecond
+
+// leaseHeadroom is added to every etcd lease's TTL, s (see above). A
+// holder that dies leaves its permits taken up to that much longer than
+// its TTL.
+const leaseHeadroom = 1
 
 // poolMax bounds the idle leases kept per TTL.
 const poolMax = 16
@@ -88,18 +99,18 @@ func (p *leasePool) drain() []clientv3.LeaseID {
 	return ids
 }
 
-// newLease returns an etcd lease of ttl seconds for a new entry: an idle
-// one (reused true: the caller must keep it alive beside its Txn, with
-// refresh) or a fresh one. sent is when its life was last confirmed to
-// start, by b.now().
-func (b *Backend) newLease(ctx context.Context, ttl int64) (l idleLease, reused bool, err error) {
-	if l, ok := b.pool.take(ttl, b.now()); ok {
-		return l, true, nil
+// newLease returns an etcd lease for a new entry of ttl seconds: an idle
+// one or a fresh one. stale says that the idle one may expire before the
+// entry's TTL: the caller must keep it alive beside its Txn.
+func (b *Backend) newLease(ctx context.Context, ttl int64) (l idleLease, stale bool, err error) {
+	now := b.now()
+	if l, ok := b.pool.take(ttl, now); ok {
+		return l, l.expires-now < time.Duration(ttl)*time.Second, nil
 	}
 	cctx, cancel := b.call(ctx)
 	defer cancel()
 	sent := b.now()
-	resp, err := b.cli.Grant(cctx, ttl)
+	resp, err := b.cli.Grant(cctx, ttl+leaseHeadroom)
 	if err != nil {
 		return idleLease{}, false, err
 	}
