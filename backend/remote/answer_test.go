@@ -72,6 +72,16 @@ func TestAPIError_mapsEveryCode(t *testing.T) {
 	if !errors.Is(err, sema.ErrForceReleased) {
 		t.Fatalf("force_released → %v", err)
 	}
+	// A server's message that ends with the sentinel is not followed by it
+	// a second time; one that does not is.
+	err = apiError("release", "n", &wire.Error{Code: wire.CodeNotHeld, Message: `store: release "n": sema: not held`})
+	if want := `remote: release "n": store: release "n": sema: not held`; err.Error() != want || !errors.Is(err, sema.ErrNotHeld) {
+		t.Errorf("not_held with the sentinel in the message → %q, want %q", err, want)
+	}
+	err = apiError("release", "n", &wire.Error{Code: wire.CodeNotHeld, Message: "no such lease"})
+	if want := `remote: release "n": no such lease: sema: not held`; err.Error() != want {
+		t.Errorf("not_held → %q, want %q", err, want)
+	}
 	var held *sema.HeldError
 	err = apiError("acquire", "n", &wire.Error{Code: wire.CodeNotAcquired, Limit: 2, Waiters: 3,
 		Holders: []sema.Holder{{Owner: "o", Token: 9, Weight: 2}}})

@@ -69,5 +69,20 @@ func apiError(op, name string, e *wire.Error) error {
 	if msg == "" {
 		msg = e.Code
 	}
-	return fmt.Errorf("remote: %s %q: %s: %w", op, name, msg, target)
+	text := fmt.Sprintf("remote: %s %q: %s", op, name, msg)
+	if !strings.HasSuffix(msg, target.Error()) {
+		text += ": " + target.Error()
+	}
+	return &apiErr{text: text, target: target}
 }
+
+// apiErr is a server's error: its message, then the sentinel it wraps
+// unless the message already ends with it (the server's own errors wrap
+// the same sentinels), so that an error says the thing once.
+type apiErr struct {
+	text   string
+	target error
+}
+
+func (e *apiErr) Error() string { return e.text }
+func (e *apiErr) Unwrap() error { return e.target }
