@@ -240,22 +240,9 @@ func testForceReleasedIDNotGrantedAgain(t *testing.T, e *env) {
 // request queued, to be granted in its turn.
 func testForceReleaseOfAWaiter(t *testing.T, e *env) {
 	fr := e.forceReleaser()
-	bl, ok := e.b.(sema.Blocker)
-	if !ok {
-		t.Skip("backend is not a Blocker: it queues no requests")
-	}
 	ctx := e.ctx(hang)
 	name := e.name("forced-waiter")
-	holder, waiter := request(name, "fw-holder", 1, 1), request(name, "fw-waiter", 1, 1)
-	if _, err := e.b.TryAcquire(ctx, holder); err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan acquireResult, 1)
-	go func() {
-		g, err := bl.Acquire(ctx, waiter)
-		got <- acquireResult{g, err}
-	}()
-	e.waitQueued(name, 1)
+	holder, waiter, got := e.queuedBehind(ctx, name, "fw-holder", "fw-waiter")
 	for _, now := range []bool{false, true} {
 		if hs, err := fr.ForceRelease(ctx, name, waiter.ID, sema.ForceOptions{Now: now}); !errors.Is(err, sema.ErrNotHeld) {
 			t.Errorf("ForceRelease (now %v) of a queued request's ID = %+v, %v; want ErrNotHeld", now, hs, err)

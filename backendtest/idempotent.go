@@ -49,10 +49,7 @@ type acquireResult struct {
 // original's turn (the original then fails with ErrNotAcquired), refuse
 // the retry (ErrInvalidArgument), or answer both with the one grant.
 func testIdempotentQueued(t *testing.T, e *env) {
-	bl, ok := e.b.(sema.Blocker)
-	if !ok {
-		t.Skip("backend is not a Blocker: it queues no requests")
-	}
+	bl := e.blocker()
 	ctx := e.ctx(hang)
 	name := e.name("queued")
 	holder, x := request(name, "holder", 2, 2), request(name, "queued1", 2, 1)
@@ -180,19 +177,22 @@ func testRetryAskingOtherwise(t *testing.T, e *env) {
 	if _, err := e.b.TryAcquire(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	heavier := req
-	heavier.Weight = 2
-	if g, err := e.b.TryAcquire(ctx, heavier); err == nil && g.Weight != req.Weight {
-		t.Errorf("retry asking weight 2 of a lease of weight 1 answered weight %d", g.Weight)
-	} else if err != nil && !errors.Is(err, sema.ErrInvalidArgument) {
-		t.Errorf("retry asking weight 2 of a lease of weight 1: %v; want the lease or ErrInvalidArgument", err)
-	}
-	wider := req
-	wider.Limit = 5
-	if g, err := e.b.TryAcquire(ctx, wider); err == nil && g.Limit != req.Limit {
-		t.Errorf("retry asking limit 5 of a name of limit 3 answered limit %d", g.Limit)
-	} else if err != nil && !errors.Is(err, sema.ErrLimitMismatch) {
-		t.Errorf("retry asking limit 5 of a name of limit 3: %v; want the lease or ErrLimitMismatch", err)
+	heavier, wider := req, req
+	heavier.Weight, wider.Limit = 2, 5
+	for _, c := range []struct {
+		what    string
+		retry   sema.Request
+		refusal error
+	}{
+		{"weight 2 of a lease of weight 1", heavier, sema.ErrInvalidArgument},
+		{"limit 5 of a name of limit 3", wider, sema.ErrLimitMismatch},
+	} {
+		g, err := e.b.TryAcquire(ctx, c.retry)
+		if err == nil && (g.Weight != req.Weight || g.Limit != req.Limit) {
+			t.Errorf("retry asking %s answered weight %d, limit %d", c.what, g.Weight, g.Limit)
+		} else if err != nil && !errors.Is(err, c.refusal) {
+			t.Errorf("retry asking %s: %v; want the lease or %v", c.what, err, c.refusal)
+		}
 	}
 	if st := e.describe(name); st.Used != 1 || st.Limit != 3 || len(st.Holders) != 1 {
 		t.Errorf("after the retries: %+v; want the one lease of weight 1, limit 3", st)

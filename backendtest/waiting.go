@@ -97,6 +97,34 @@ func (e *env) waitQueued(name string, n int) {
 
 // mustAcquireBG acquires from a goroutine other than the test's; it reports
 // failure with Errorf and returns nil.
+// blocker returns the backend as a Blocker, or skips the test.
+func (e *env) blocker() sema.Blocker {
+	e.t.Helper()
+	bl, ok := e.b.(sema.Blocker)
+	if !ok {
+		e.t.Skip("backend is not a Blocker: it queues no requests")
+	}
+	return bl
+}
+
+// queuedBehind has holderID hold name (limit 1) and waiterID queue behind
+// it, acquiring on ctx in the background; its result comes on the channel.
+func (e *env) queuedBehind(ctx context.Context, name, holderID, waiterID string) (holder, waiter sema.Request, got <-chan acquireResult) {
+	e.t.Helper()
+	bl := e.blocker()
+	holder, waiter = request(name, holderID, 1, 1), request(name, waiterID, 1, 1)
+	if _, err := e.b.TryAcquire(ctx, holder); err != nil {
+		e.t.Fatal(err)
+	}
+	ch := make(chan acquireResult, 1)
+	go func() {
+		g, err := bl.Acquire(ctx, waiter)
+		ch <- acquireResult{g, err}
+	}()
+	e.waitQueued(name, 1)
+	return holder, waiter, ch
+}
+
 func (e *env) mustAcquireBG(s *sema.Semaphore, opts ...sema.AcquireOption) *sema.Lease {
 	l, err := s.Acquire(e.ctx(hang), opts...)
 	if errors.Is(err, context.Canceled) {
@@ -157,10 +185,7 @@ func testCancelWhileWaiting(t *testing.T, e *env) {
 // testBlockerCancel cancels waits in a Blocker directly, without the core's
 // give-back: a grant racing with cancellation must not leak.
 func testBlockerCancel(t *testing.T, e *env) {
-	bl, ok := e.b.(sema.Blocker)
-	if !ok {
-		t.Skip("backend is not a Blocker")
-	}
+	bl := e.blocker()
 	name := e.name("blocker")
 	ctx := e.ctx(60 * time.Second)
 	req := func(id string) sema.Request {
@@ -224,24 +249,11 @@ func testReleaseOtherGoroutine(t *testing.T, e *env) {
 // waiting Acquire is granted in its turn, or fails at once with an error of
 // its own; it never waits on for its context to end.
 func testReleaseOfAQueuedID(t *testing.T, e *env) {
-	bl, ok := e.b.(sema.Blocker)
-	if !ok {
-		t.Skip("backend is not a Blocker: it queues no requests")
-	}
 	ctx := e.ctx(hang)
 	name := e.name("release-queued")
-	holder, waiter := request(name, "rq-holder", 1, 1), request(name, "rq-waiter", 1, 1)
-	if _, err := e.b.TryAcquire(ctx, holder); err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan acquireResult, 1)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		g, err := bl.Acquire(wctx, waiter)
-		got <- acquireResult{g, err}
-	}()
-	e.waitQueued(name, 1)
+	holder, waiter, got := e.queuedBehind(wctx, name, "rq-holder", "rq-waiter")
 	if err := e.b.Release(ctx, name, waiter.ID); err != nil && !errors.Is(err, sema.ErrNotHeld) {
 		t.Errorf("Release of a queued request's ID: %v; want nil or ErrNotHeld", err)
 	}
