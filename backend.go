@@ -85,6 +85,17 @@ type ForceReleaser interface {
 	ForceRelease(ctx context.Context, name, id string, opts ForceOptions) ([]Holder, error)
 }
 
+// ForceNotifier is implemented by backends that tell a lease's holder as
+// soon as an admin force-releases it, sooner than its next renewal would.
+// The client registers f once; the backend calls it with the name and
+// lease ID of each lease it granted through this client's process that a
+// force-release ended, from a goroutine of its own (f does not block). A
+// call may be spurious: the client then renews the lease at once, and the
+// renewal says whether it is over. stop ends the calls.
+type ForceNotifier interface {
+	NotifyForced(f func(name, id string)) (stop func())
+}
+
 // ForceOptions tells a [ForceReleaser] how to end leases; the zero value is
 // the safe default. Callers of [Client.ForceRelease] set it with
 // [ForceOption]s.

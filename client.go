@@ -17,6 +17,7 @@ type Client struct {
 	blocker        Blocker
 	notifier       Notifier
 	dreleaser      DeadlineReleaser
+	unforced       func() // stops the backend's force-release notices, if it gives them
 	log            *slog.Logger
 	releaseTimeout time.Duration
 	host           string
@@ -75,7 +76,28 @@ func New(b Backend, opts ...Option) *Client {
 		c.owner = strconv.Itoa(c.pid)
 	}
 	c.local = c.Guarantees().Scope == ScopeProcess
+	if fn, ok := b.(ForceNotifier); ok {
+		c.unforced = fn.NotifyForced(c.forced)
+	}
 	return c
+}
+
+// forced is told by the backend that the lease id of name may have been
+// force-released: the lease renews at once to learn whether.
+func (c *Client) forced(name, id string) {
+	s := c.schedFor(id)
+	var found *Lease
+	s.mu.Lock()
+	for _, l := range s.heap {
+		if l.id == id && l.sem.name == name {
+			found = l
+			break
+		}
+	}
+	s.mu.Unlock()
+	if found != nil {
+		found.recheck()
+	}
 }
 
 // Backend returns the client's backend.
@@ -140,8 +162,9 @@ func (c *Client) List(ctx context.Context, prefix string) ([]Status, error) {
 // can still believe its lease valid — unless a holder releases first. The
 // returned holders' ExpiresAt says when that is. [ForceNow] frees the
 // permits at once, for a holder known to be dead. A holder learns at its
-// next renewal (within TTL/3 with keepalive on): its lease then ends with
-// [ErrForceReleased].
+// next renewal (within TTL/3 with keepalive on), or at once where the
+// backend tells it (a [ForceNotifier]: file:// and mem:// do): its lease
+// then ends with [ErrForceReleased].
 func (c *Client) ForceRelease(ctx context.Context, name, id string, opts ...ForceOption) ([]Holder, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -171,6 +194,9 @@ func (c *Client) ForceRelease(ctx context.Context, name, id string, opts ...Forc
 func (c *Client) Close() error {
 	if c.closed.Swap(true) {
 		return nil
+	}
+	if c.unforced != nil {
+		c.unforced()
 	}
 	return c.b.Close()
 }

@@ -37,6 +37,9 @@ func (l *Lease) tick() {
 	if err == nil {
 		l.failures = 0
 		l.nextRenew = now + l.cfg.interval
+		if l.recheckDue {
+			l.recheckDue, l.nextRenew = false, now
+		}
 	} else {
 		// A transient failure: retry while the lease is provably still valid.
 		l.failures++

@@ -27,17 +27,18 @@ type Lease struct {
 	wake time.Duration // guarded by s.mu: when s wakes the lease
 	hidx int32         // guarded by s.mu: index in s.heap, -1 if not in it
 
-	mu        sync.Mutex // guards the fields below
-	failures  int32      // keepalive renewals failed in a row
-	ended     bool
-	stopping  bool          // Release has begun
-	renewing  bool          // a keepalive renewal is in flight
-	relDone   bool          // Release has finished: its result is nil or x.relErr
-	expires   int64         // backend clock, Unix ns, as of the last confirmed renewal; 0 if unknown
-	deadline  time.Duration // local, by c.now(): sent + TTL − margin
-	nextRenew time.Duration // by c.now()
-	reason    error         // why it ended
-	x         *leaseExtra   // what few leases need, made on first use
+	mu         sync.Mutex // guards the fields below
+	failures   int32      // keepalive renewals failed in a row
+	ended      bool
+	stopping   bool          // Release has begun
+	renewing   bool          // a keepalive renewal is in flight
+	recheckDue bool          // renew again once the renewal in flight is done (see recheck)
+	relDone    bool          // Release has finished: its result is nil or x.relErr
+	expires    int64         // backend clock, Unix ns, as of the last confirmed renewal; 0 if unknown
+	deadline   time.Duration // local, by c.now(): sent + TTL − margin
+	nextRenew  time.Duration // by c.now()
+	reason     error         // why it ended
+	x          *leaseExtra   // what few leases need, made on first use
 
 	renewMu sync.Mutex  // held for the duration of each renewal
 	idBytes [idLen]byte // the lease ID made by this client: written once, then only read through id
@@ -110,6 +111,24 @@ func (l *Lease) schedule(now time.Duration) {
 		when = l.nextRenew
 	}
 	l.s.set(l, when, now)
+}
+
+// recheck renews the lease at once (with keepalive on): the backend said
+// an admin may have force-released it. A renewal in flight may have been
+// answered before that: then another follows it.
+func (l *Lease) recheck() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended || l.stopping || !l.cfg.keepalive {
+		return
+	}
+	if l.renewing {
+		l.recheckDue = true
+		return
+	}
+	now := l.sem.c.now()
+	l.nextRenew = now
+	l.schedule(now)
 }
 
 // Name returns the semaphore's name.

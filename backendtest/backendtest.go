@@ -132,6 +132,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ForceReleaseSurvivesReopen", testForceReleaseReopen},
 		{"ForceReleasedIDNotGrantedAgain", testForceReleasedIDNotGrantedAgain},
 		{"ForceReleaseOfAWaiter", testForceReleaseOfAWaiter},
+		{"ForceReleaseToldToHolder", testForceReleaseTold},
 		{"StalledBackendCancelsLease", testStalledBackend},
 		{"Do", testDo},
 	}

@@ -262,3 +262,29 @@ func testForceReleaseOfAWaiter(t *testing.T, e *env) {
 		t.Error(err)
 	}
 }
+
+// testForceReleaseTold: a backend that tells holders of force-releases
+// (sema.ForceNotifier) ends the holder's lease at once, long before its
+// next renewal would, also when the force-release comes through another
+// handle (as sema release --force, another process, does).
+func testForceReleaseTold(t *testing.T, e *env) {
+	e.forceReleaser()
+	if _, ok := e.b.(sema.ForceNotifier); !ok {
+		t.Skip("holders learn of a force-release at their next renewal (not a sema.ForceNotifier)")
+	}
+	const ttl = time.Minute // the first renewal comes after TTL/3
+	name := e.name("told")
+	l := e.mustAcquire(e.c.Mutex(name), sema.WithTTL(ttl))
+	if hs, err := e.p.ForceRelease(e.ctx(hang), name, l.ID()); err != nil || len(hs) != 1 {
+		t.Fatalf("ForceRelease through the peer = %+v, %v", hs, err)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(ttl / 6):
+		t.Fatalf("the holder was not told of the force-release within %v (its next renewal is %v after the grant)", ttl/6, ttl/3)
+	}
+	if !errors.Is(l.Err(), sema.ErrForceReleased) {
+		t.Errorf("lease ended with %v, want ErrForceReleased", l.Err())
+	}
+	_ = l.Release(context.Background())
+}

@@ -347,6 +347,7 @@ func (b *Backend) ForceRelease(_ context.Context, name, id string, opts sema.For
 		}
 	}
 	var out []sema.Holder
+	var ids []string
 	for _, h := range b.holderList(e) {
 		if id != "" && h.ID != id {
 			continue
@@ -354,6 +355,7 @@ func (b *Backend) ForceRelease(_ context.Context, name, id string, opts sema.For
 		b.revoked[h.ID] = h.ExpiresAt.Sub(b.epochWall)
 		h.ForceReleased = true
 		out = append(out, h)
+		ids = append(ids, h.ID)
 		if opts.Now {
 			e.holders.remove(h.ID)
 			e.used -= h.Weight
@@ -364,5 +366,10 @@ func (b *Backend) ForceRelease(_ context.Context, name, id string, opts sema.For
 	if len(out) == 0 {
 		return nil, fmt.Errorf("mem: force-release %q: %w", name, sema.ErrNotHeld)
 	}
+	b.notices.Tell(name, ids)
 	return out, nil
 }
+
+// NotifyForced makes the backend call f with the name and ID of each lease
+// it force-releases, so that its holder learns at once (sema.ForceNotifier).
+func (b *Backend) NotifyForced(f func(name, id string)) (stop func()) { return b.notices.Add(f) }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/forced"
 )
 
 // Backend is the in-process backend. The zero value is not usable; call New.
@@ -38,6 +39,8 @@ type Backend struct {
 	spare        *entry    // a forgotten entry kept for reuse
 	spareHolders []*holder // released holders kept for reuse
 
+	notices forced.Notices // told of leases force-released
+
 	goodOwner, goodHost string // the labels of the last request found valid
 	lastName            string // the name of last, the entry last looked up
 	last                *entry // nil if none, or forgotten
@@ -49,6 +52,7 @@ var (
 	_ sema.Blocker       = (*Backend)(nil)
 	_ sema.Inspector     = (*Backend)(nil)
 	_ sema.ForceReleaser = (*Backend)(nil)
+	_ sema.ForceNotifier = (*Backend)(nil)
 	_ sema.Declarer      = (*Backend)(nil)
 
 	_ sema.MonotonicGranter = (*Backend)(nil)
