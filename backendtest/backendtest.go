@@ -69,6 +69,12 @@ type Config struct {
 	// before it: the median hand-off must take under a tenth of it.
 	// Default 1s, the core's and the file backend's default.
 	FallbackRecheck time.Duration
+	// ForceNoticeAfter is how long a lease of a sema.ForceNotifier must
+	// have been held before a force-release is told to its holder at once
+	// (file://: its janitor readies the holder's doorbell within a
+	// second). The suite force-releases a lease held that long and
+	// expects its holder told well before its next renewal.
+	ForceNoticeAfter time.Duration
 }
 
 // hang bounds every wait for something that must happen: reaching it means

@@ -275,6 +275,7 @@ func testForceReleaseTold(t *testing.T, e *env) {
 	const ttl = time.Minute // the first renewal comes after TTL/3
 	name := e.name("told")
 	l := e.mustAcquire(e.c.Mutex(name), sema.WithTTL(ttl))
+	time.Sleep(e.cfg.ForceNoticeAfter)
 	if hs, err := e.p.ForceRelease(e.ctx(hang), name, l.ID()); err != nil || len(hs) != 1 {
 		t.Fatalf("ForceRelease through the peer = %+v, %v", hs, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/forced"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,10 +27,11 @@ type Backend struct {
 	boot [16]byte
 	done chan struct{} // closed by Close
 
-	sweepMu  sync.Mutex   // held by a sweep until its files are closed; before mu
-	slotHint atomic.Int64 // the liveness slot last taken (see takeSlot)
-	ring     ringer       // rings other processes' doorbells
-	wakes    atomic.Int64 // wake-ups by another process: rings and close events received, for tests
+	sweepMu  sync.Mutex     // held by a sweep until its files are closed; before mu
+	slotHint atomic.Int64   // the liveness slot last taken (see takeSlot)
+	ring     ringer         // rings other processes' doorbells
+	notices  forced.Notices // told of this backend's leases force-released
+	wakes    atomic.Int64   // wake-ups by another process: rings and close events received, for tests
 
 	mu      sync.Mutex
 	names   map[string]*nameFile
@@ -45,6 +47,7 @@ var (
 	_ sema.Blocker       = (*Backend)(nil)
 	_ sema.Inspector     = (*Backend)(nil)
 	_ sema.ForceReleaser = (*Backend)(nil)
+	_ sema.ForceNotifier = (*Backend)(nil)
 	_ sema.Declarer      = (*Backend)(nil)
 )
 
@@ -183,7 +186,7 @@ func (b *Backend) ref(name string, create bool) (*nameFile, error) {
 	nf.refs = 1
 	b.names[name] = nf
 	if b.janitor == nil {
-		b.janitor = time.NewTicker(b.cfg.IdleClose / 2)
+		b.janitor = time.NewTicker(min(b.cfg.IdleClose/2, janitorEvery))
 		go b.sweep(b.janitor)
 	}
 	return nf, nil
@@ -275,18 +278,34 @@ func (b *Backend) createFile(path, name string) error {
 	return nil
 }
 
-// sweep closes files idle for IdleClose: no lease of this backend is live
-// on them and nobody here waits. Closing drops this process's liveness lock.
-// The files are closed after b.mu is released: a sweep may close hundreds
-// of them, and every step of this backend takes b.mu (in ref). A step that
-// opens the name meanwhile gets a new descriptor of its own.
+// janitorEvery is the longest period of a backend's janitor (sweep).
+const janitorEvery = time.Second
+
+// sweep is the backend's janitor. It binds the doorbells of names with
+// leases held (bindForHolder), and closes files idle for IdleClose: no
+// lease of this backend is live on them and nobody here waits. Closing
+// drops this process's liveness lock. The files are closed after b.mu is
+// released: a sweep may close hundreds of them, and every step of this
+// backend takes b.mu (in ref). A step that opens the name meanwhile gets a
+// new descriptor of its own.
 func (b *Backend) sweep(t *time.Ticker) {
 	var idle []*os.File
+	var open []*nameFile
 	for {
 		select {
 		case <-b.done:
 			return
 		case now := <-t.C:
+			b.mu.Lock()
+			for _, nf := range b.names {
+				open = append(open, nf)
+			}
+			b.mu.Unlock()
+			for i, nf := range open {
+				nf.bindForHolder()
+				open[i] = nil
+			}
+			open = open[:0]
 			b.sweepMu.Lock()
 			b.mu.Lock()
 			for name, nf := range b.names {

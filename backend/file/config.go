@@ -34,7 +34,8 @@ type Config struct {
 	// IdleClose is how long a name's file stays open after this backend's
 	// last lease and waiter on it ended. An open file keeps this process's
 	// liveness lock on the name, which a repair of a damaged state file
-	// waits for. Default 2s; range [10ms, 1h].
+	// waits for. Default 2s; range [10ms, 1h]. The backend looks for idle
+	// files every IdleClose/2, at least every second.
 	IdleClose time.Duration
 
 	// Sync calls fdatasync(2) after every state write. Without it a state

@@ -35,6 +35,8 @@ func TestConformance(t *testing.T) {
 		Peer: func(t *testing.T, b sema.Backend) sema.Backend { return open(t, b.(*file.Backend).Dir()) },
 		// Closing a handle ends its leases, as its process's exit does.
 		ReopenEndsLeases: true,
+		// The janitor readies a holder's doorbell within a second.
+		ForceNoticeAfter: 2 * time.Second,
 		Reopen: func(t *testing.T, b sema.Backend) sema.Backend {
 			dir := b.(*file.Backend).Dir()
 			if err := b.Close(); err != nil {

@@ -70,6 +70,12 @@
 // file in the directory (a FIFO would be left behind by a killed process),
 // and the kernel frees it when its process dies.
 //
+// A force-release rings the doorbells of the holders it ended, so that
+// they learn at once rather than at their next renewal. A holder's
+// doorbell is bound by the backend's janitor about a second after the
+// grant, which keeps it off the path of short leases: a lease
+// force-released before that is told at its next renewal.
+//
 // # Guarantees
 //
 //   - Scope: the processes of one host that open the same directory

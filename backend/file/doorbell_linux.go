@@ -58,8 +58,9 @@ func (nf *nameFile) bellAddr(slot uint32) (*unix.SockaddrUnix, error) {
 }
 
 // openBell binds the doorbell of nf's slot and starts reading it: every
-// ring pokes the pump. Called under lk with the state lock held, before
-// the first waiter of this backend is written into the queue.
+// ring pokes the pump. Called under lk: with the state lock held before
+// the first waiter of this backend is written into the queue, or for a
+// holder (bindForHolder).
 func (nf *nameFile) openBell() error {
 	addr, err := nf.bellAddr(uint32(nf.slot))
 	if err != nil {
@@ -89,6 +90,24 @@ func (nf *nameFile) openBell() error {
 	return nil
 }
 
+// bindForHolder binds the doorbell of a name this backend holds leases of,
+// so that a force-release can ring it (see tellForced). The backend's
+// janitor calls it, about a second after the grant: a lease given back
+// sooner, the common short one, never pays for it. A lease force-released
+// before, or while the doorbell cannot be bound, is told at its next
+// renewal. A busy name waits for the next round.
+func (nf *nameFile) bindForHolder() {
+	select {
+	case nf.lk <- struct{}{}:
+	default:
+		return
+	}
+	defer nf.unlockLocal()
+	if nf.bell == nil && len(nf.leases) > 0 && !nf.b.isClosed() {
+		_ = nf.openBell()
+	}
+}
+
 // listen reads rings until the doorbell is closed: it hands the grants they
 // carry to the waiters, and wakes the pump for any other ring.
 func (nf *nameFile) listen(rc syscall.RawConn) {
@@ -111,7 +130,7 @@ func (nf *nameFile) listen(rc syscall.RawConn) {
 			}
 			n++
 			nf.b.wakes.Add(1)
-			if nf.b.acc.fromAllowed(oob[:oobn]) && !nf.deliver(buf[:m]) {
+			if nf.b.acc.fromAllowed(oob[:oobn]) && !nf.heard(buf[:m]) {
 				poke = true
 			}
 		}

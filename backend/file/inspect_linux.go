@@ -120,6 +120,7 @@ func (b *Backend) view(ctx context.Context, path, name string) (*state, error) {
 // The holders' next renewal fails with sema.ErrForceReleased. Unless
 // opts.Now, their permits stay taken until the leases expire or their
 // holders release them (or die: the kernel frees a dead holder's leases).
+// The holders are told at once (see tellForced).
 // Phantom holders of a repaired file are lifted at once.
 func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.ForceOptions) ([]sema.Holder, error) {
 	if err := sema.ValidateName(name); err != nil {
@@ -135,6 +136,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 	defer b.unref(nf)
 	defer nf.end()
 	var out []sema.Holder
+	var told []holderRec
 	st.Holders = slices.DeleteFunc(st.Holders, func(h holderRec) bool {
 		if id != "" && (h.Phantom || h.ID != id) {
 			return false
@@ -146,6 +148,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 		}
 		info.ForceReleased = true
 		out = append(out, info)
+		told = append(told, h)
 		if !st.revoked(h.ID) {
 			st.revoke(h.ID, max(h.Expires, now.UnixNano())+int64(revokedFor))
 			nf.dirty = true
@@ -162,8 +165,14 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 	if err := nf.commit(st, now); err != nil {
 		return nil, err
 	}
+	nf.tellForced(told)
 	if len(out) == 0 {
 		return nil, notHeld
 	}
 	return out, nil
 }
+
+// NotifyForced makes the backend call f with the name and ID of each of its
+// leases force-released, by this process or another, so that its holder
+// learns at once (sema.ForceNotifier).
+func (b *Backend) NotifyForced(f func(name, id string)) (stop func()) { return b.notices.Add(f) }

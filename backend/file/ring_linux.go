@@ -2,15 +2,18 @@ package file
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
 // A ring is a datagram to a doorbell. 'W' only says "read the state". 'G'
 // carries grants, as the granting step wrote them into the state, for the
-// waiters of one open file:
+// waiters of one open file; 'F' names leases of one open file that a
+// force-release ended, so that their holders learn at once:
 //
 //	'G', nonce of the open file, limit,
 //	then per grant: token, weight, acquired, expires, ID length, ID
+//	'F', nonce of the open file, then per lease: ID length, ID
 //
 // (integers 8 bytes, little endian, but the 1-byte ID length).
 const (
@@ -46,6 +49,15 @@ func grantRings(st *state, hs []*holderRec) [][]byte {
 		out = append(out, b)
 	}
 	return out
+}
+
+// heard acts on ring msg and reports whether it could use it (see deliver).
+func (nf *nameFile) heard(msg []byte) bool {
+	if len(msg) > 0 && msg[0] == 'F' {
+		nf.forced(msg)
+		return true
+	}
+	return nf.deliver(msg)
 }
 
 // deliver hands the grants in ring msg to the waiters they name and reports
@@ -125,4 +137,50 @@ func (nf *nameFile) ringGrants(st *state, granted []string) bool {
 		}
 	}
 	return len(bySlot) > 0
+}
+
+// tellForced tells the holders of hs, which this step force-released, at
+// once: this backend's clients directly, other processes by an 'F' ring.
+// Called after the state is written.
+func (nf *nameFile) tellForced(hs []holderRec) {
+	var ours []string
+	rings := make(map[uint32][]byte)
+	for _, h := range hs {
+		if nf.ours(h.Slot, h.Nonce) {
+			ours = append(ours, h.ID)
+			continue
+		}
+		b := rings[h.Slot]
+		if b == nil {
+			b = appendU64([]byte{'F'}, h.Nonce)
+		}
+		rings[h.Slot] = appendStr(b, h.ID)
+	}
+	nf.b.notices.Tell(nf.name, ours)
+	for slot, msg := range rings {
+		if addr, err := nf.bellAddr(slot); err == nil {
+			nf.b.ring.ring(addr, msg)
+		}
+	}
+}
+
+// forced reads an 'F' ring: it tells this backend's clients of the leases
+// it names that this open file holds. Without the doorbell a holder learns
+// at its next renewal.
+func (nf *nameFile) forced(msg []byte) {
+	r := reader{b: msg[1:]}
+	nonce := r.u64()
+	var ids []string
+	for len(r.b) > 0 && r.err == nil {
+		ids = append(ids, string(r.take(int(r.u8()))))
+	}
+	if r.err != nil || nf.lockLocal(context.Background()) != nil {
+		return
+	}
+	if nonce != nf.nonce {
+		ids = nil // for a previous owner of the slot
+	}
+	ids = slices.DeleteFunc(ids, func(id string) bool { _, ok := nf.leases[id]; return !ok })
+	nf.unlockLocal()
+	nf.b.notices.Tell(nf.name, ids)
 }

@@ -5,6 +5,7 @@ package cli
 import (
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,13 +56,18 @@ func TestForceReleaseNoOverlap(t *testing.T) {
 }
 
 // TestForceReleaseNow: with --now the permits are free at once: a waiter
-// gets in although the old holder, with a long TTL, has not yet learned.
+// gets in although the old holder (its supervisor frozen, as a hung
+// process would be) has neither learned nor released.
 func TestForceReleaseNow(t *testing.T) {
 	t.Parallel()
 	be, dir := fileBackend(t), t.TempDir()
 	ready := filepath.Join(dir, "ready")
-	holder := startSema(t, be, "run", "--ttl", "30s", "stuck", "--", "sh", "-c", "echo $$ > "+ready+"; exec sleep 100")
-	waitFile(t, ready, holder)
+	holder := startSema(t, be, "run", "--ttl", "30s", "stuck", "--", "sh", "-c", "echo $PPID > "+ready+"; exec sleep 100")
+	sup := pids(t, waitFile(t, ready, holder))[0] // the job's parent holds the lease
+	if err := syscall.Kill(sup, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(sup, syscall.SIGCONT)
 	if _, stderr, code := runSema(t, be, "run", "--wait", "1s", "stuck", "--", "true"); code != ExitNotAcquired {
 		t.Fatalf("while held: exit %d, want %d; stderr %q", code, ExitNotAcquired, stderr)
 	}
@@ -69,11 +75,35 @@ func TestForceReleaseNow(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "its permits are free now") {
 		t.Fatalf("release --force --now: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	// The old holder renews every 10s: it cannot have learned yet.
 	if _, stderr, code := runSema(t, be, "run", "--wait", "5s", "stuck", "--", "true"); code != 0 {
 		t.Fatalf("after --now: exit %d; stderr %q", code, stderr)
 	}
+	if err := syscall.Kill(sup, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 	if code := holder.wait(t, 60*time.Second); code != ExitLeaseLost {
 		t.Fatalf("old holder: exit %d, want %d; stderr: %s", code, ExitLeaseLost, holder.stderr)
+	}
+}
+
+// TestForceReleaseToldAtOnce: on file:// the old holder, once it has held
+// the lease a second, learns of a force-release at once, not at its next
+// renewal (TTL/3 = 20s here): its sema run terminates the job and exits
+// 76.
+func TestForceReleaseToldAtOnce(t *testing.T) {
+	t.Parallel()
+	be, dir := fileBackend(t), t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	holder := startSema(t, be, "run", "--ttl", "60s", "long", "--", "sh", "-c", "echo $$ > "+ready+"; exec sleep 100")
+	waitFile(t, ready, holder)
+	time.Sleep(2 * time.Second) // a file:// holder's doorbell is ready within a second
+	if stdout, stderr, code := runSema(t, be, "release", "--force", "long"); code != 0 {
+		t.Fatalf("release --force: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code := holder.wait(t, 10*time.Second); code != ExitLeaseLost {
+		t.Fatalf("old holder: exit %d, want %d; stderr: %s", code, ExitLeaseLost, holder.stderr)
+	}
+	if !strings.Contains(holder.stderr.String(), "force-released by an operator; terminating the job") {
+		t.Errorf("old holder's stderr should say it was force-released and the job terminated: %q", holder.stderr)
 	}
 }
