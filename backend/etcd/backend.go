@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/forced"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -36,6 +37,9 @@ type Backend struct {
 
 	closed chan struct{}  // closed by Close, under mu
 	bg     sync.WaitGroup // waiters and background steps, which Close waits for
+
+	notices        forced.Notices // told of force-releases (see NotifyForced)
+	watchingForced bool           // the watch of force-release marks runs; guarded by mu
 }
 
 // rec is what a backend remembers of a lease it granted, so that renew and
@@ -60,6 +64,7 @@ var (
 	_ sema.Blocker       = (*Backend)(nil)
 	_ sema.Inspector     = (*Backend)(nil)
 	_ sema.ForceReleaser = (*Backend)(nil)
+	_ sema.ForceNotifier = (*Backend)(nil)
 	_ sema.Declarer      = (*Backend)(nil)
 )
 
