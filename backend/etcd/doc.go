@@ -51,14 +51,16 @@
 //     yours in the same Txn.
 //   - Expiry by etcd's clock: a holder that dies frees its permits when its
 //     etcd lease expires, within its TTL and about half a second.
-//   - Force-release marks holders, so that a holder still alive learns at
-//     its next renewal (sema.ErrForceReleased), which no longer keeps its
-//     etcd lease alive; their entries, and so their permits, stay until
-//     their etcd leases expire or their holders release them, unless
-//     ForceOptions.Now deletes them at once. A renewal already past its
-//     check when the mark lands extends the etcd lease one last time: the
-//     permits then free up to one TTL later, never earlier. The holder is
-//     not told by the watch: it learns at its next renewal.
+//   - Force-release marks holders (a key under Prefix + "f/"), and every
+//     client watches those marks: a holder still alive learns at once
+//     (sema.ErrForceReleased), or at its next renewal if the watch missed
+//     the mark (it was being made again after a leader change, say); its
+//     renewals no longer keep its etcd lease alive. Their entries, and so
+//     their permits, stay until their etcd leases expire or their holders
+//     release them, unless ForceOptions.Now deletes them at once. A
+//     renewal already past its check when the mark lands extends the etcd
+//     lease one last time: the permits then free up to one TTL later,
+//     never earlier.
 //
 // # Caveats
 //
