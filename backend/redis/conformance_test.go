@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backendtest"
@@ -16,6 +17,8 @@ func conformance(t *testing.T, url string) {
 			_ = b.Close()
 			return open(t, url)
 		},
+		// A client subscribes to force-release messages in the background.
+		ForceNoticeAfter: time.Second,
 	})
 }
 

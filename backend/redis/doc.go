@@ -37,6 +37,10 @@
 //     also looks when the earliest holder's lease is due to expire, so
 //     expired permits pass on without a release. There is no polling loop
 //     and no thundering herd.
+//   - A force-release is published on Prefix + "forced", to which every
+//     client subscribes as it starts: the holder learns at once, not at
+//     its next renewal (unless the message is lost, a client started
+//     without Redis reachable, say).
 //   - A waiter holds a lease of its own in the queue (3×Recheck, renewed
 //     at every re-check): a dead waiter never blocks the queue for longer.
 //     On one server a grant whose waiter has no subscribed connection (its

@@ -131,5 +131,46 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 	for i := range hs {
 		hs[i].ForceReleased = true
 	}
+	b.tellForced(ctx, name, hs)
 	return hs, nil
+}
+
+// NotifyForced makes the backend call f with the name and lease ID of each
+// lease force-released under its prefix, by any client, so that a holder
+// of this backend learns at once rather than at its next renewal
+// (sema.ForceNotifier); a client ignores the leases it does not hold. The
+// first call subscribes (in the background) to the channel force-releases
+// are published on, beside the backend's own channel of wake-ups: if
+// Redis cannot be reached then, holders are told once a wait has
+// subscribed.
+func (b *Backend) NotifyForced(f func(name, id string)) (stop func()) {
+	stop = b.notices.Add(f)
+	b.noticeOnce.Do(func() {
+		go func() { _ = b.subscribe(context.Background()) }()
+	})
+	return stop
+}
+
+// tellForced publishes the force-released leases hs of name, "<lease ID>
+// <name>" each, for their holders. A message lost is learned at the
+// holder's next renewal.
+func (b *Backend) tellForced(ctx context.Context, name string, hs []sema.Holder) {
+	_, err := b.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, h := range hs {
+			if h.ID != "" {
+				p.Publish(ctx, b.forced, h.ID+" "+name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.cfg.Logger.Debug("sema: redis: publishing a force-release", "name", name, "err", err)
+	}
+}
+
+// heardForced tells the registered clients of a force-release message.
+func (b *Backend) heardForced(msg string) {
+	if id, name, ok := strings.Cut(msg, " "); ok {
+		b.notices.Tell(name, []string{id})
+	}
 }

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/forced"
 )
 
 // Backend is the Redis backend. It is safe for concurrent use.
@@ -24,12 +25,16 @@ type Backend struct {
 	cfg     Config
 	g       sema.Guarantees
 	channel string // where this backend's waiters are told of their grants
+	forced  string // where every backend on the prefix is told of force-releases
 	live    string // "1": a waiter whose channel has no subscriber is gone
 	waitTTL string // a waiter's lease in the queue, in ms
 	wake    wakeups
 	closed  atomic.Bool
 	done    chan struct{} // closed by Close
 	waiting sync.WaitGroup
+
+	notices    forced.Notices // told of force-releases (see NotifyForced)
+	noticeOnce sync.Once      // subscribes for them
 
 	inflight atomic.Int32           // script calls in flight
 	apOnce   sync.Once              // makes ap
@@ -42,6 +47,7 @@ var (
 	_ sema.Blocker       = (*Backend)(nil)
 	_ sema.Inspector     = (*Backend)(nil)
 	_ sema.ForceReleaser = (*Backend)(nil)
+	_ sema.ForceNotifier = (*Backend)(nil)
 	_ sema.Declarer      = (*Backend)(nil)
 )
 
@@ -68,6 +74,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		ks:      keyspace{cfg.Prefix},
 		cfg:     cfg,
 		channel: cfg.Prefix + "w:" + strings.ToLower(rand.Text()),
+		forced:  cfg.Prefix + "forced",
 		waitTTL: fmt.Sprint((3 * cfg.Recheck).Milliseconds()),
 		done:    make(chan struct{}),
 	}

@@ -232,7 +232,7 @@ func (b *Backend) subscribe(ctx context.Context) error {
 	if w.subscribed() {
 		return nil
 	}
-	ps := b.rdb.Subscribe(ctx, b.channel)
+	ps := b.rdb.Subscribe(ctx, b.channel, b.forced)
 	if _, err := ps.Receive(ctx); err != nil {
 		_ = ps.Close()
 		return wrap("subscribe to wake-ups", "", err)
@@ -249,8 +249,9 @@ func (b *Backend) subscribe(ctx context.Context) error {
 // pinged; three silent periods in a row and the connection is replaced.
 const listenIdle = 3 * time.Second
 
-// listen reads the subscription and wakes the waits its messages name,
-// until the subscription is closed. A message names a lease ID: the wait
+// listen reads the subscription and wakes the waits its messages name
+// (and tells of force-releases, see NotifyForced), until the subscription
+// is closed. A message names a lease ID: the wait
 // gets it, and the grant it carries. go-redis reconnects a broken
 // connection and subscribes again; it then reports the subscription, and
 // every wait looks again, as messages may have been lost meanwhile. A
@@ -263,8 +264,12 @@ func (b *Backend) listen(ps *goredis.PubSub) {
 		m, err := ps.ReceiveTimeout(ctx, listenIdle)
 		switch m := m.(type) {
 		case *goredis.Message:
-			id, _, _ := strings.Cut(m.Payload, " ")
-			w.send(id, m.Payload)
+			if m.Channel == b.forced {
+				b.heardForced(m.Payload)
+			} else {
+				id, _, _ := strings.Cut(m.Payload, " ")
+				w.send(id, m.Payload)
+			}
 		case *goredis.Subscription:
 			w.kick()
 		}
