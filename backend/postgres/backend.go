@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/forced"
 )
 
 // Backend is the PostgreSQL backend. Make one with [Open]; it is safe for
@@ -27,6 +28,11 @@ type Backend struct {
 	lis  *listener
 	stmt statements
 	tag  string // schema and prefix, hashed into channel names
+
+	forced   string         // the channel force-releases are announced on
+	notices  forced.Notices // told of force-releases (see NotifyForced)
+	noticing atomic.Bool    // a client registered with NotifyForced
+	lisUp    atomic.Bool    // holding started the listen connection
 
 	done    chan struct{} // closed by Close
 	closed  atomic.Bool
@@ -42,6 +48,7 @@ var (
 	_ sema.Blocker       = (*Backend)(nil)
 	_ sema.Inspector     = (*Backend)(nil)
 	_ sema.ForceReleaser = (*Backend)(nil)
+	_ sema.ForceNotifier = (*Backend)(nil)
 	_ sema.Declarer      = (*Backend)(nil)
 )
 
@@ -103,6 +110,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	b := &Backend{cfg: cfg, pool: pool, done: make(chan struct{}), log: cfg.Logger}
 	h := sha256.Sum256([]byte(cfg.Schema + "\x00" + cfg.TablePrefix))
 	b.tag = string(h[:])
+	b.forced = b.channel("") // no lock has the empty name
 	b.stmt = statements{
 		acquire:      b.sql("SELECT * FROM {{acquire}}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"),
 		check:        b.sql("SELECT * FROM {{check}}($1, $2, $3)"),

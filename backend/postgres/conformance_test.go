@@ -23,6 +23,8 @@ func conformance(t *testing.T, cfg func(t *testing.T) postgres.Config) {
 			}
 			return open(t, cfg(t))
 		},
+		// A holder's listen connection opens in the background.
+		ForceNoticeAfter: 2 * time.Second,
 	})
 }
 

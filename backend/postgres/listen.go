@@ -26,7 +26,7 @@ const (
 
 // listener is the backend's one LISTEN connection, shared by every waiting
 // Acquire of the backend: it LISTENs on the channel of each name this
-// process waits for, hands the grants each notification announces to the
+// process waits for (and on the one of force-releases, see NotifyForced), hands the grants each notification announces to the
 // waiting requests they are for, and reopens itself when the connection
 // breaks. On every (re)opening it first checks that notifications reach it
 // (a probe: a NOTIFY sent through the pool must come back), and afterwards
@@ -154,6 +154,13 @@ func (l *listener) ensure(ctx context.Context, w *waiter) (poll bool, err error)
 	}
 }
 
+// start starts the connection's loop unless it runs.
+func (l *listener) start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.startLocked()
+}
+
 func (l *listener) startLocked() {
 	if !l.running && l.ctx.Err() == nil {
 		l.running = true
@@ -182,7 +189,11 @@ func (l *listener) stop() {
 // dispatch hands the grants a notification announces to their waiters. A
 // payload that is not sema's makes the channel's waiters look again.
 func (l *listener) dispatch(n *pgconn.Notification) {
-	if n.Channel == l.probe {
+	switch n.Channel {
+	case l.probe:
+		return
+	case l.b.forced:
+		l.b.heardForced(n.Payload)
 		return
 	}
 	gs, err := parsePayload(n.Payload)

@@ -48,8 +48,8 @@ func (l *listener) run() {
 	}
 }
 
-// open connects, LISTENs on the probe channel and on every channel with
-// waiters, checks with the probe that notifications arrive, and tells
+// open connects, LISTENs on the probe channel, the channel of
+// force-releases and every channel with waiters, checks with the probe that notifications arrive, and tells
 // every waiter to look again.
 func (l *listener) open() (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, connectTimeout+probeTimeout)
@@ -59,7 +59,7 @@ func (l *listener) open() (*pgx.Conn, error) {
 		return nil, err
 	}
 	l.mu.Lock()
-	chans := []string{l.probe}
+	chans := []string{l.probe, l.b.forced}
 	for c, cs := range l.chans {
 		if cs.waiters > 0 {
 			chans = append(chans, c)
@@ -80,7 +80,7 @@ func (l *listener) open() (*pgx.Conn, error) {
 	l.gen++
 	l.connected, l.misrouted = true, nil
 	l.attempts++
-	for _, c := range chans[1:] {
+	for _, c := range chans[2:] {
 		if cs := l.chans[c]; cs != nil {
 			cs.listened = l.gen
 		}

@@ -68,6 +68,7 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	}
 	switch st.kind {
 	case kindGranted:
+		b.holding()
 		return st.grant(), nil
 	case kindHeld:
 		return sema.Grant{}, heldError(st, rest)
@@ -169,6 +170,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 	}
 	var hs []sema.Holder
 	var granted []row
+	var ids []string
 	for i := range rs {
 		r := &rs[i]
 		if err := r.checkLease(); err != nil {
@@ -179,6 +181,9 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 			h := r.holder()
 			h.ForceReleased = true
 			hs = append(hs, h)
+			if h.ID != "" {
+				ids = append(ids, h.ID)
+			}
 		case kindGrant:
 			granted = append(granted, *r)
 		}
@@ -187,6 +192,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 	if len(hs) == 0 {
 		return nil, fmt.Errorf("postgres: force-release %q: %w", name, sema.ErrNotHeld)
 	}
+	b.tellForced(ctx, name, ids)
 	return hs, nil
 }
 

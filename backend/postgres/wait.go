@@ -45,7 +45,11 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 		// was queued is unknown; look, and ride it out like a waiter.
 		st, wt.failing = row{kind: kindGone}, time.Now()
 	}
-	return wt.wait(ctx, st)
+	g, err := wt.wait(ctx, st)
+	if err == nil {
+		b.holding()
+	}
+	return g, err
 }
 
 // waiting is one waiting Acquire.
