@@ -84,7 +84,10 @@
 //     expiry, so its holder's next renewal fails with
 //     sema.ErrForceReleased; its permits stay taken (holds) until then or
 //     until its holder releases it, unless ForceOptions.Now hands them on
-//     at once. The holder learns at its next renewal, not by NOTIFY.
+//     at once. The force-release is announced by NOTIFY on a channel of
+//     its own, which a holder's listen connection LISTENs on (opened, in
+//     the background, once the process holds a lease): the holder learns
+//     at once, or, if the notification is missed, at its next renewal.
 //   - Tables of schema version 1 are upgraded in place (a holds column, a
 //     new force_release); processes still running an older sema fail their
 //     force-releases until they are upgraded too.
