@@ -161,10 +161,10 @@ func (c *Client) List(ctx context.Context, prefix string) ([]Status, error) {
 // else before the leases' expiry as the backend knows it — when no holder
 // can still believe its lease valid — unless a holder releases first. The
 // returned holders' ExpiresAt says when that is. [ForceNow] frees the
-// permits at once, for a holder known to be dead. A holder learns at its
-// next renewal (within TTL/3 with keepalive on), or at once where the
-// backend tells it (a [ForceNotifier]: file:// and mem:// do): its lease
-// then ends with [ErrForceReleased].
+// permits at once, for a holder known to be dead. A holder is told at once
+// where the backend can tell it (a [ForceNotifier]: every backend of this
+// module but a sema server's), else it learns at its next renewal (within
+// TTL/3 with keepalive on): its lease then ends with [ErrForceReleased].
 func (c *Client) ForceRelease(ctx context.Context, name, id string, opts ...ForceOption) ([]Holder, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
