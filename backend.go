@@ -87,13 +87,19 @@ type ForceReleaser interface {
 
 // ForceNotifier is implemented by backends that tell a lease's holder as
 // soon as an admin force-releases it, sooner than its next renewal would.
-// The client registers f once; the backend calls it with the name and
-// lease ID of each lease it granted through this client's process that a
-// force-release ended, from a goroutine of its own (f does not block). A
-// call may be spurious: the client then renews the lease at once, and the
-// renewal says whether it is over. stop ends the calls.
+// The client registers f once; the backend calls it for each lease a
+// force-release ended (it may also call it for leases this client does
+// not hold: the client ignores them), from a goroutine of its own (f does
+// not block). A call may be spurious: the client then renews the lease at
+// once, and the renewal says whether it is over. stop ends the calls.
 type ForceNotifier interface {
-	NotifyForced(f func(name, id string)) (stop func())
+	NotifyForced(f func(ForceNotice)) (stop func())
+}
+
+// ForceNotice tells of a force-released lease: its name, its ID, and who
+// force-released it (ForceOptions.By, "" if not known).
+type ForceNotice struct {
+	Name, ID, By string
 }
 
 // ForceOptions tells a [ForceReleaser] how to end leases; the zero value is
@@ -103,6 +109,9 @@ type ForceOptions struct {
 	// Now frees the permits at once instead of at the lease's expiry: for
 	// an operator who knows the holder is dead.
 	Now bool
+	// By names who force-releases (a label such as user@host, at most
+	// MaxOwnerLen bytes), for the holders a [ForceNotifier] tells.
+	By string
 }
 
 // Declarer is implemented by backends that declare their guarantees. Every

@@ -82,21 +82,22 @@ func New(b Backend, opts ...Option) *Client {
 	return c
 }
 
-// forced is told by the backend that the lease id of name may have been
-// force-released: the lease renews at once to learn whether.
-func (c *Client) forced(name, id string) {
-	s := c.schedFor(id)
+// forced is told by the backend that a lease may have been force-released:
+// the lease, if it is one of this client's, renews at once to learn
+// whether.
+func (c *Client) forced(n ForceNotice) {
+	s := c.schedFor(n.ID)
 	var found *Lease
 	s.mu.Lock()
 	for _, l := range s.heap {
-		if l.id == id && l.sem.name == name {
+		if l.id == n.ID && l.sem.name == n.Name {
 			found = l
 			break
 		}
 	}
 	s.mu.Unlock()
 	if found != nil {
-		found.recheck()
+		found.recheck(n.By)
 	}
 }
 
@@ -178,14 +179,17 @@ func (c *Client) ForceRelease(ctx context.Context, name, id string, opts ...Forc
 	if !ok {
 		return nil, fmt.Errorf("%w: backend cannot force-release", ErrInvalidArgument)
 	}
-	var o ForceOptions
+	o := ForceOptions{By: c.owner}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := validateOwner(o.By); err != nil {
+		return nil, fmt.Errorf("%w: ForceBy: %w", ErrInvalidArgument, err)
 	}
 	hs, err := fr.ForceRelease(ctx, name, id, o)
 	for _, h := range hs {
 		c.log.Warn("sema: force-release", "name", name, "lease", h.ID, "owner", h.Owner, "token", h.Token,
-			"now", o.Now, "expires", h.ExpiresAt)
+			"now", o.Now, "expires", h.ExpiresAt, "by", o.By)
 	}
 	return hs, err
 }

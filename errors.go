@@ -63,6 +63,16 @@ var (
 	ErrMaxHold error = &lostError{"sema: lease reached its max hold time"}
 )
 
+// ForcedError is how a lease ended whose holder was told who
+// force-released it (see [ForceNotifier]). It satisfies errors.Is(err,
+// ErrForceReleased).
+type ForcedError struct {
+	By string // ForceOptions.By of the force-release
+}
+
+func (e *ForcedError) Error() string { return "sema: lease force-released by " + e.By }
+func (e *ForcedError) Unwrap() error { return ErrForceReleased }
+
 type lostError struct{ msg string }
 
 func (e *lostError) Error() string        { return e.msg }

@@ -39,6 +39,8 @@ func (l *Lease) tick() {
 		l.nextRenew = now + l.cfg.interval
 		if l.recheckDue {
 			l.recheckDue, l.nextRenew = false, now
+		} else if l.x != nil {
+			l.x.forcedBy = "" // not force-released after all
 		}
 	} else {
 		// A transient failure: retry while the lease is provably still valid.
@@ -101,6 +103,9 @@ func (l *Lease) renew(ctx context.Context, attempt time.Duration) error {
 		reason := ErrExpired
 		if errors.Is(err, ErrForceReleased) {
 			reason = ErrForceReleased
+			if l.x != nil && l.x.forcedBy != "" {
+				reason = &ForcedError{By: l.x.forcedBy}
+			}
 		}
 		l.endLocked(reason)
 		return fmt.Errorf("sema: renew %q: %w", l.sem.name, reason)

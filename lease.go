@@ -53,6 +53,7 @@ type leaseExtra struct {
 	cancel   context.CancelCauseFunc
 	relWait  chan struct{} // closed when the first Release finishes, for the others
 	relErr   error         // what Release returned, if not nil
+	forcedBy string        // who force-released the lease, as a backend told (see recheck)
 }
 
 func (l *Lease) extra() *leaseExtra {
@@ -114,13 +115,16 @@ func (l *Lease) schedule(now time.Duration) {
 }
 
 // recheck renews the lease at once (with keepalive on): the backend said
-// an admin may have force-released it. A renewal in flight may have been
-// answered before that: then another follows it.
-func (l *Lease) recheck() {
+// an admin (by, if known) may have force-released it. A renewal in flight
+// may have been answered before that: then another follows it.
+func (l *Lease) recheck(by string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended || l.stopping || !l.cfg.keepalive {
 		return
+	}
+	if by != "" {
+		l.extra().forcedBy = by
 	}
 	if l.renewing {
 		l.recheckDue = true

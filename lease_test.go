@@ -183,11 +183,36 @@ func TestDoReportsLoss(t *testing.T) {
 		if _, err := c.ForceRelease(context.Background(), "x", ""); err != nil {
 			return err
 		}
-		<-ctx.Done() // the next keepalive renewal (TTL/3) notices the loss
+		<-ctx.Done() // told at once (mem is a ForceNotifier)
 		return nil
 	}, sema.WithTTL(300*time.Millisecond))
 	if !errors.Is(err, sema.ErrForceReleased) || !errors.Is(err, sema.ErrLeaseLost) {
 		t.Fatalf("Do = %v, want ErrForceReleased", err)
+	}
+}
+
+// TestForceBy: the label of who force-releases is checked as an owner
+// label is, and defaults to the client's owner label, which the holder is
+// told.
+func TestForceBy(t *testing.T) {
+	ctx := context.Background()
+	c := sema.New(mem.New(), sema.WithOwnerDefault("ops@bastion"))
+	for _, bad := range []string{"tab\there", string(make([]byte, sema.MaxOwnerLen+1)), "\xff"} {
+		if _, err := c.ForceRelease(ctx, "x", "", sema.ForceBy(bad)); !errors.Is(err, sema.ErrInvalidArgument) {
+			t.Errorf("ForceBy(%q): %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+	l, err := c.Mutex("x").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ForceRelease(ctx, "x", ""); err != nil {
+		t.Fatal(err)
+	}
+	<-l.Done()
+	var fe *sema.ForcedError
+	if !errors.As(l.Err(), &fe) || fe.By != "ops@bastion" || l.Err().Error() != "sema: lease force-released by ops@bastion" {
+		t.Errorf("lease ended with %v, want force-released by ops@bastion", l.Err())
 	}
 }
 

@@ -112,3 +112,8 @@ type ForceOption func(*ForceOptions)
 // leases' expiry. Use it only for a holder known to be dead: one still
 // running may go on beside the next holder until it learns of the loss.
 func ForceNow() ForceOption { return func(o *ForceOptions) { o.Now = true } }
+
+// ForceBy names who force-releases, for the holders told of it (see
+// [ForceNotifier]): "force-released by LABEL". Default: the client's owner
+// label (see [WithOwnerDefault]).
+func ForceBy(label string) ForceOption { return func(o *ForceOptions) { o.By = label } }

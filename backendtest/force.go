@@ -266,7 +266,8 @@ func testForceReleaseOfAWaiter(t *testing.T, e *env) {
 // testForceReleaseTold: a backend that tells holders of force-releases
 // (sema.ForceNotifier) ends the holder's lease at once, long before its
 // next renewal would, also when the force-release comes through another
-// handle (as sema release --force, another process, does).
+// handle (as sema release --force, another process, does), and tells who
+// force-released it.
 func testForceReleaseTold(t *testing.T, e *env) {
 	e.forceReleaser()
 	if _, ok := e.b.(sema.ForceNotifier); !ok {
@@ -276,7 +277,8 @@ func testForceReleaseTold(t *testing.T, e *env) {
 	name := e.name("told")
 	l := e.mustAcquire(e.c.Mutex(name), sema.WithTTL(ttl))
 	time.Sleep(e.cfg.ForceNoticeAfter)
-	if hs, err := e.p.ForceRelease(e.ctx(hang), name, l.ID()); err != nil || len(hs) != 1 {
+	const by = "operator ☂ on host-1"
+	if hs, err := e.p.ForceRelease(e.ctx(hang), name, l.ID(), sema.ForceBy(by)); err != nil || len(hs) != 1 {
 		t.Fatalf("ForceRelease through the peer = %+v, %v", hs, err)
 	}
 	select {
@@ -284,8 +286,9 @@ func testForceReleaseTold(t *testing.T, e *env) {
 	case <-time.After(ttl / 6):
 		t.Fatalf("the holder was not told of the force-release within %v (its next renewal is %v after the grant)", ttl/6, ttl/3)
 	}
-	if !errors.Is(l.Err(), sema.ErrForceReleased) {
-		t.Errorf("lease ended with %v, want ErrForceReleased", l.Err())
+	var fe *sema.ForcedError
+	if !errors.As(l.Err(), &fe) || fe.By != by || !errors.Is(l.Err(), sema.ErrForceReleased) || !errors.Is(l.Err(), sema.ErrLeaseLost) {
+		t.Errorf("lease ended with %v, want a *sema.ForcedError by %q (ErrForceReleased, ErrLeaseLost)", l.Err(), by)
 	}
 	_ = l.Release(context.Background())
 }

@@ -2,19 +2,22 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/forced"
 )
 
-// NotifyForced makes the backend call f with the name and lease ID of each
-// lease force-released on the cluster, by any client, so that a holder of
-// this backend learns at once rather than at its next renewal
-// (sema.ForceNotifier); a client ignores the leases it does not hold. The
-// first call starts one watch, on the keys that mark force-released
-// leases; it ends with the backend.
-func (b *Backend) NotifyForced(f func(name, id string)) (stop func()) {
+// NotifyForced makes the backend call f for each lease force-released on
+// the cluster, by any client, so that a holder of this backend learns at
+// once rather than at its next renewal (sema.ForceNotifier); a client
+// ignores the leases it does not hold. The first call starts one watch, on
+// the keys that mark force-released leases; it ends with the backend.
+func (b *Backend) NotifyForced(f func(sema.ForceNotice)) (stop func()) {
 	stop = b.notices.Add(f)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -42,7 +45,11 @@ func (b *Backend) watchForced() {
 		for resp := range b.cli.Watch(ctx, b.k.forced, clientv3.WithPrefix(), clientv3.WithFilterDelete()) {
 			for _, ev := range resp.Events {
 				id := strings.TrimPrefix(string(ev.Kv.Key), b.k.forced)
-				b.notices.Tell(string(ev.Kv.Value), []string{id})
+				var m forced.Message
+				if json.Unmarshal(ev.Kv.Value, &m) != nil {
+					m = forced.Message{Name: string(ev.Kv.Value)} // a mark of an older sema: the name
+				}
+				b.notices.Tell(m.Name, []string{id}, m.By)
 			}
 		}
 		select {

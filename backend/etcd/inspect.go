@@ -2,12 +2,14 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/forced"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 )
@@ -228,7 +230,10 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 		}
 		for _, h := range hs {
 			if h.ID != "" { // an unreadable entry names no lease
-				ops = append(ops, clientv3.OpPut(b.k.forcedKey(h.ID), name, clientv3.WithLease(ml.ID)))
+				// The mark's value tells the watching holders (see
+				// NotifyForced) which lease of which name, and who.
+				mark, _ := json.Marshal(forced.Message{Name: name, ID: h.ID, By: opts.By})
+				ops = append(ops, clientv3.OpPut(b.k.forcedKey(h.ID), string(mark), clientv3.WithLease(ml.ID)))
 			}
 		}
 		cctx, cancel = b.call(ctx)

@@ -165,14 +165,14 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 	if err := nf.commit(st, now); err != nil {
 		return nil, err
 	}
-	nf.tellForced(told)
+	nf.tellForced(told, opts.By)
 	if len(out) == 0 {
 		return nil, notHeld
 	}
 	return out, nil
 }
 
-// NotifyForced makes the backend call f with the name and ID of each of its
-// leases force-released, by this process or another, so that its holder
-// learns at once (sema.ForceNotifier).
-func (b *Backend) NotifyForced(f func(name, id string)) (stop func()) { return b.notices.Add(f) }
+// NotifyForced makes the backend call f for each of its leases
+// force-released, by this process or another, so that its holder learns at
+// once (sema.ForceNotifier).
+func (b *Backend) NotifyForced(f func(sema.ForceNotice)) (stop func()) { return b.notices.Add(f) }

@@ -3,17 +3,20 @@ package file
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 )
 
 // A ring is a datagram to a doorbell. 'W' only says "read the state". 'G'
 // carries grants, as the granting step wrote them into the state, for the
 // waiters of one open file; 'F' names leases of one open file that a
-// force-release ended, so that their holders learn at once:
+// force-release ended, and who ended them, so that their holders learn at
+// once:
 //
 //	'G', nonce of the open file, limit,
 //	then per grant: token, weight, acquired, expires, ID length, ID
-//	'F', nonce of the open file, then per lease: ID length, ID
+//	'F', nonce of the open file, by's length, by,
+//	then per lease: ID length, ID
 //
 // (integers 8 bytes, little endian, but the 1-byte ID length).
 const (
@@ -139,10 +142,13 @@ func (nf *nameFile) ringGrants(st *state, granted []string) bool {
 	return len(bySlot) > 0
 }
 
-// tellForced tells the holders of hs, which this step force-released, at
-// once: this backend's clients directly, other processes by an 'F' ring.
-// Called after the state is written.
-func (nf *nameFile) tellForced(hs []holderRec) {
+// tellForced tells the holders of hs, which this step force-released (on
+// behalf of by), at once: this backend's clients directly, other processes
+// by an 'F' ring. Called after the state is written.
+func (nf *nameFile) tellForced(hs []holderRec, by string) {
+	if len(by) > 255 { // a ring's strings have a 1-byte length
+		by = strings.ToValidUTF8(by[:255], "")
+	}
 	var ours []string
 	rings := make(map[uint32][]byte)
 	for _, h := range hs {
@@ -152,11 +158,11 @@ func (nf *nameFile) tellForced(hs []holderRec) {
 		}
 		b := rings[h.Slot]
 		if b == nil {
-			b = appendU64([]byte{'F'}, h.Nonce)
+			b = appendStr(appendU64([]byte{'F'}, h.Nonce), by)
 		}
 		rings[h.Slot] = appendStr(b, h.ID)
 	}
-	nf.b.notices.Tell(nf.name, ours)
+	nf.b.notices.Tell(nf.name, ours, by)
 	for slot, msg := range rings {
 		if addr, err := nf.bellAddr(slot); err == nil {
 			nf.b.ring.ring(addr, msg)
@@ -170,6 +176,7 @@ func (nf *nameFile) tellForced(hs []holderRec) {
 func (nf *nameFile) forced(msg []byte) {
 	r := reader{b: msg[1:]}
 	nonce := r.u64()
+	by := string(r.take(int(r.u8())))
 	var ids []string
 	for len(r.b) > 0 && r.err == nil {
 		ids = append(ids, string(r.take(int(r.u8()))))
@@ -182,5 +189,5 @@ func (nf *nameFile) forced(msg []byte) {
 	}
 	ids = slices.DeleteFunc(ids, func(id string) bool { _, ok := nf.leases[id]; return !ok })
 	nf.unlockLocal()
-	nf.b.notices.Tell(nf.name, ids)
+	nf.b.notices.Tell(nf.name, ids, by)
 }

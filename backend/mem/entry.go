@@ -366,10 +366,10 @@ func (b *Backend) ForceRelease(_ context.Context, name, id string, opts sema.For
 	if len(out) == 0 {
 		return nil, fmt.Errorf("mem: force-release %q: %w", name, sema.ErrNotHeld)
 	}
-	b.notices.Tell(name, ids)
+	b.notices.Tell(name, ids, opts.By)
 	return out, nil
 }
 
-// NotifyForced makes the backend call f with the name and ID of each lease
-// it force-releases, so that its holder learns at once (sema.ForceNotifier).
-func (b *Backend) NotifyForced(f func(name, id string)) (stop func()) { return b.notices.Add(f) }
+// NotifyForced makes the backend call f for each lease it force-releases,
+// so that its holder learns at once (sema.ForceNotifier).
+func (b *Backend) NotifyForced(f func(sema.ForceNotice)) (stop func()) { return b.notices.Add(f) }

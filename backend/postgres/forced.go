@@ -2,16 +2,19 @@ package postgres
 
 import (
 	"context"
-	"strings"
+	"encoding/json"
+
+	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/forced"
 )
 
-// NotifyForced makes the backend call f with the name and lease ID of each
-// lease force-released in its tables, by any client, so that a holder of
+// NotifyForced makes the backend call f for each lease force-released in
+// its tables, by any client, so that a holder of
 // this backend learns at once rather than at its next renewal
 // (sema.ForceNotifier); a client ignores the leases it does not hold. Once
 // the backend holds a lease (or waits), its listen connection LISTENs on
 // the channel force-releases are announced on.
-func (b *Backend) NotifyForced(f func(name, id string)) (stop func()) {
+func (b *Backend) NotifyForced(f func(sema.ForceNotice)) (stop func()) {
 	stop = b.notices.Add(f)
 	b.noticing.Store(true)
 	return stop
@@ -26,14 +29,19 @@ func (b *Backend) holding() {
 	}
 }
 
-// tellForced announces the force-released leases of name, "<lease ID>
-// <name>" each, on the channel of force-releases. One lost is learned at
-// the holder's next renewal.
-func (b *Backend) tellForced(ctx context.Context, name string, ids []string) {
+// tellForced announces the leases ids of name that by force-released, a
+// forced.Message each, on the channel of force-releases. One lost is
+// learned at the holder's next renewal.
+func (b *Backend) tellForced(ctx context.Context, name string, ids []string, by string) {
 	if len(ids) == 0 {
 		return
 	}
-	_, err := b.pool.Exec(ctx, "SELECT pg_notify($1, id || ' ' || $2) FROM unnest($3::text[]) AS id", b.forced, name, ids)
+	msgs := make([]string, len(ids))
+	for i, id := range ids {
+		m, _ := json.Marshal(forced.Message{Name: name, ID: id, By: by})
+		msgs[i] = string(m)
+	}
+	_, err := b.pool.Exec(ctx, "SELECT pg_notify($1, m) FROM unnest($2::text[]) AS m", b.forced, msgs)
 	if err != nil {
 		b.log.Debug("postgres: announcing a force-release", "name", name, "err", err)
 	}
@@ -41,7 +49,8 @@ func (b *Backend) tellForced(ctx context.Context, name string, ids []string) {
 
 // heardForced tells the registered clients of a force-release announced.
 func (b *Backend) heardForced(payload string) {
-	if id, name, ok := strings.Cut(payload, " "); ok {
-		b.notices.Tell(name, []string{id})
+	var m forced.Message
+	if json.Unmarshal([]byte(payload), &m) == nil {
+		b.notices.Tell(m.Name, []string{m.ID}, m.By)
 	}
 }

@@ -192,7 +192,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 	if len(hs) == 0 {
 		return nil, fmt.Errorf("postgres: force-release %q: %w", name, sema.ErrNotHeld)
 	}
-	b.tellForced(ctx, name, ids)
+	b.tellForced(ctx, name, ids, opts.By)
 	return hs, nil
 }
 

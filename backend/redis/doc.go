@@ -37,7 +37,8 @@
 //     also looks when the earliest holder's lease is due to expire, so
 //     expired permits pass on without a release. There is no polling loop
 //     and no thundering herd.
-//   - A force-release is published on Prefix + "forced", to which every
+//   - A force-release (name, lease ID and ForceOptions.By, in JSON) is
+//     published on Prefix + "forced", to which every
 //     client subscribes as it starts: the holder learns at once, not at
 //     its next renewal (unless the message is lost, a client started
 //     without Redis reachable, say).

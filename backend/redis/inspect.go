@@ -3,6 +3,7 @@ package redis
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/forced"
 )
 
 // Describe returns the live holders and waiters of name, read in one
@@ -131,19 +133,19 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 	for i := range hs {
 		hs[i].ForceReleased = true
 	}
-	b.tellForced(ctx, name, hs)
+	b.tellForced(ctx, name, hs, opts.By)
 	return hs, nil
 }
 
-// NotifyForced makes the backend call f with the name and lease ID of each
-// lease force-released under its prefix, by any client, so that a holder
+// NotifyForced makes the backend call f for each lease force-released
+// under its prefix, by any client, so that a holder
 // of this backend learns at once rather than at its next renewal
 // (sema.ForceNotifier); a client ignores the leases it does not hold. The
 // first call subscribes (in the background) to the channel force-releases
 // are published on, beside the backend's own channel of wake-ups: if
 // Redis cannot be reached then, holders are told once a wait has
 // subscribed.
-func (b *Backend) NotifyForced(f func(name, id string)) (stop func()) {
+func (b *Backend) NotifyForced(f func(sema.ForceNotice)) (stop func()) {
 	stop = b.notices.Add(f)
 	b.noticeOnce.Do(func() {
 		go func() { _ = b.subscribe(context.Background()) }()
@@ -151,14 +153,15 @@ func (b *Backend) NotifyForced(f func(name, id string)) (stop func()) {
 	return stop
 }
 
-// tellForced publishes the force-released leases hs of name, "<lease ID>
-// <name>" each, for their holders. A message lost is learned at the
-// holder's next renewal.
-func (b *Backend) tellForced(ctx context.Context, name string, hs []sema.Holder) {
+// tellForced publishes the leases hs of name that by force-released, a
+// forced.Message each, for their holders. A message lost is learned at
+// the holder's next renewal.
+func (b *Backend) tellForced(ctx context.Context, name string, hs []sema.Holder, by string) {
 	_, err := b.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for _, h := range hs {
 			if h.ID != "" {
-				p.Publish(ctx, b.forced, h.ID+" "+name)
+				m, _ := json.Marshal(forced.Message{Name: name, ID: h.ID, By: by})
+				p.Publish(ctx, b.forced, m)
 			}
 		}
 		return nil
@@ -170,7 +173,8 @@ func (b *Backend) tellForced(ctx context.Context, name string, hs []sema.Holder)
 
 // heardForced tells the registered clients of a force-release message.
 func (b *Backend) heardForced(msg string) {
-	if id, name, ok := strings.Cut(msg, " "); ok {
-		b.notices.Tell(name, []string{id})
+	var m forced.Message
+	if json.Unmarshal([]byte(msg), &m) == nil {
+		b.notices.Tell(m.Name, []string{m.ID}, m.By)
 	}
 }

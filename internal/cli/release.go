@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/sema-dev/sema"
@@ -60,7 +61,7 @@ func releaseCommand() *command {
 			return code
 		}
 		defer cl.Close()
-		var opts []sema.ForceOption
+		opts := []sema.ForceOption{sema.ForceBy(operator(env.Getenv))}
 		if now {
 			opts = append(opts, sema.ForceNow())
 		}
@@ -96,4 +97,11 @@ func freesWhen(h sema.Holder, now bool) string {
 	}
 	return fmt.Sprintf("its permits free at %s (in %v) or when its holder exits, whichever is first",
 		h.ExpiresAt.Local().Format(time.TimeOnly), left)
+}
+
+// operator is who runs sema release --force, as its holders are told:
+// LOGIN@HOST.
+func operator(getenv func(string) string) string {
+	host, _ := os.Hostname()
+	return human.Label(loginName(getenv) + "@" + host)
 }

@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -88,8 +89,8 @@ func TestForceReleaseNow(t *testing.T) {
 
 // TestForceReleaseToldAtOnce: on file:// the old holder, once it has held
 // the lease a second, learns of a force-release at once, not at its next
-// renewal (TTL/3 = 20s here): its sema run terminates the job and exits
-// 76.
+// renewal (TTL/3 = 20s here): its sema run terminates the job, exits 76
+// and says who force-released it.
 func TestForceReleaseToldAtOnce(t *testing.T) {
 	t.Parallel()
 	be, dir := fileBackend(t), t.TempDir()
@@ -103,7 +104,8 @@ func TestForceReleaseToldAtOnce(t *testing.T) {
 	if code := holder.wait(t, 10*time.Second); code != ExitLeaseLost {
 		t.Fatalf("old holder: exit %d, want %d; stderr: %s", code, ExitLeaseLost, holder.stderr)
 	}
-	if !strings.Contains(holder.stderr.String(), "force-released by an operator; terminating the job") {
-		t.Errorf("old holder's stderr should say it was force-released and the job terminated: %q", holder.stderr)
+	host, _ := os.Hostname()
+	if want := "force-released by " + loginName(os.Getenv) + "@" + host + "; terminating the job"; !strings.Contains(holder.stderr.String(), want) {
+		t.Errorf("old holder's stderr should say %q: %q", want, holder.stderr)
 	}
 }

@@ -1,23 +1,27 @@
 // Package forced keeps the callbacks that a backend calls when it
-// force-releases leases it granted (sema.ForceNotifier).
+// force-releases leases (sema.ForceNotifier).
 package forced
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/sema-dev/sema"
+)
 
 // Notices is the set of callbacks registered with a backend. The zero value
 // is ready to use.
 type Notices struct {
 	mu   sync.Mutex
 	next int
-	fs   map[int]func(name, id string)
+	fs   map[int]func(sema.ForceNotice)
 }
 
 // Add registers f and returns the function that unregisters it.
-func (n *Notices) Add(f func(name, id string)) (stop func()) {
+func (n *Notices) Add(f func(sema.ForceNotice)) (stop func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.fs == nil {
-		n.fs = make(map[int]func(name, id string))
+		n.fs = make(map[int]func(sema.ForceNotice))
 	}
 	k := n.next
 	n.next++
@@ -29,14 +33,15 @@ func (n *Notices) Add(f func(name, id string)) (stop func()) {
 	}
 }
 
-// Tell calls every callback with name and each of ids, on a goroutine of
-// its own: the caller may hold its locks.
-func (n *Notices) Tell(name string, ids []string) {
+// Tell calls every callback for each of ids, leases of name that by
+// force-released, on a goroutine of its own: the caller may hold its
+// locks.
+func (n *Notices) Tell(name string, ids []string, by string) {
 	if len(ids) == 0 {
 		return
 	}
 	n.mu.Lock()
-	fs := make([]func(name, id string), 0, len(n.fs))
+	fs := make([]func(sema.ForceNotice), 0, len(n.fs))
 	for _, f := range n.fs {
 		fs = append(fs, f)
 	}
@@ -47,8 +52,16 @@ func (n *Notices) Tell(name string, ids []string) {
 	go func() {
 		for _, f := range fs {
 			for _, id := range ids {
-				f(name, id)
+				f(sema.ForceNotice{Name: name, ID: id, By: by})
 			}
 		}
 	}()
+}
+
+// Message is a force-release as backends publish it to other processes
+// (Redis, PostgreSQL, etcd): JSON of this struct.
+type Message struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	By   string `json:"by,omitempty"`
 }

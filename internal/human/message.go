@@ -29,3 +29,13 @@ func sentinels() []error {
 		sema.ErrInvalidName, sema.ErrInvalidArgument, sema.ErrUnavailable, sema.ErrPermission, sema.ErrClosed,
 		sema.ErrReleased, sema.ErrExpired, sema.ErrForceReleased, sema.ErrMaxHold}
 }
+
+// Label makes s a valid owner label: printable on one line, valid UTF-8,
+// at most sema.MaxOwnerLen bytes.
+func Label(s string) string {
+	s = Line(strings.ToValidUTF8(s, "?"))
+	for len(s) > sema.MaxOwnerLen {
+		s = strings.ToValidUTF8(s[:sema.MaxOwnerLen], "")
+	}
+	return s
+}

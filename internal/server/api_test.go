@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -231,5 +232,31 @@ func TestOtherBackendBindsAtomically(t *testing.T) {
 	}
 	if won != 1 {
 		t.Fatalf("%d tokens got lease id \"contested\", want 1", won)
+	}
+}
+
+// TestForceReleaseNamesTheServer: in front of a backend that tells holders
+// of force-releases (here mem, whose holders are in this process), a
+// force-release through the API tells the holder it came from the server,
+// with the admin's token as the server knows it, not a name the request
+// could claim.
+func TestForceReleaseNamesTheServer(t *testing.T) {
+	m := mem.New()
+	ts := newTS(t, testTokens, m)
+	l, err := sema.New(m).Mutex("gw").Acquire(context.Background(), sema.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ts.do("POST", wire.PathForceRelease, adminTok, wire.ForceReleaseRequest{Name: "gw"}); r.status != 200 {
+		t.Fatal(r.raw)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder was not told")
+	}
+	var fe *sema.ForcedError
+	if !errors.As(l.Err(), &fe) || !strings.HasPrefix(fe.By, "sema serve (token ") {
+		t.Errorf("lease ended with %v, want force-released by sema serve (token …)", l.Err())
 	}
 }

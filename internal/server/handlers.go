@@ -60,7 +60,13 @@ func (s *Server) handleForceRelease(w http.ResponseWriter, r *http.Request, who 
 		s.fail(w, routeForceRelease, err, who)
 		return
 	}
-	hs, err := s.eng.forceRelease(context.WithoutCancel(r.Context()), in.Name, in.ID, sema.ForceOptions{Now: in.Now})
+	// The holders a backend tells are told the caller as the server knows
+	// it (its token, or its address), not a name the request claims.
+	by := "sema serve"
+	if l := who.label(); l != "" {
+		by += " (" + l + ")"
+	}
+	hs, err := s.eng.forceRelease(context.WithoutCancel(r.Context()), in.Name, in.ID, sema.ForceOptions{Now: in.Now, By: by})
 	for _, h := range hs {
 		s.log.Warn("sema serve: force-release", "name", in.Name, "lease", h.ID, "owner", h.Owner,
 			"token", h.Token, "now", in.Now, "expires", h.ExpiresAt, "by", who.Principal, "remote", r.RemoteAddr)

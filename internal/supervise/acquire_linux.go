@@ -208,11 +208,7 @@ func (s *supervisor) owner() string {
 	if len(s.cfg.Cmd) > 0 {
 		o += " " + filepath.Base(s.cfg.Cmd[0])
 	}
-	o = human.Line(strings.ToValidUTF8(o, "?"))
-	for len(o) > sema.MaxOwnerLen {
-		o = strings.ToValidUTF8(o[:sema.MaxOwnerLen], "")
-	}
-	return o
+	return human.Label(o)
 }
 
 // jobEnv is the job's environment: ours, with the lease's variables.

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/human"
 )
 
 // supervisor holds the lease and runs the job (see supervisor_linux.go).
@@ -191,10 +192,14 @@ loop:
 	return exitStatus(status)
 }
 
-// lostWhy says how a lease was lost: force-released by an operator (the
-// backends do not record who), or lost and why.
+// lostWhy says how a lease was lost: force-released, by whom if the
+// backend told (else "by an operator"), or lost and why.
 func lostWhy(err error) string {
-	if errors.Is(err, sema.ErrForceReleased) {
+	var fe *sema.ForcedError
+	switch {
+	case errors.As(err, &fe):
+		return "force-released by " + human.Line(fe.By)
+	case errors.Is(err, sema.ErrForceReleased):
 		return "force-released by an operator"
 	}
 	return fmt.Sprintf("lost (%v)", err)
