@@ -6,8 +6,10 @@
 //   - BenchmarkUncontended: one client acquires and releases one lock, the
 //     four systems interleaved operation by operation (a PING, a sema pair,
 //     a redislock pair, a redsync pair), so that a change of the machine's
-//     load hits all alike. Metrics: µs per PING and per pair, and each
-//     pair in PING round trips.
+//     load hits all alike; and two calls of a script that does nothing
+//     (noop-scripts), the least a pair of two script calls can cost.
+//     Metrics: µs per PING and per pair, and each pair in PING round
+//     trips.
 //   - BenchmarkHotName: 64 contenders, each with its own client (as 64
 //     processes would be), take turns on one lock and hold it for no time.
 //     Metrics: hand-offs/s (grants to another contender than the last
@@ -17,7 +19,7 @@
 //   - BenchmarkDistinct: 64 goroutines of one process, one client per
 //     system, each goroutine on a lock of its own. Metric: pairs/s.
 //
-// redislock waits with ExponentialBackoff(16ms, 256ms) and redsync with its
+// redislock waits with LinearBackoff(100ms) and redsync with its
 // defaults (a random 50–250 ms delay between tries), both retrying until
 // they get the lock. Run them with scripts/bench-redis.sh, which runs
 // alternating rounds (one process each) and prints the medians.

@@ -21,10 +21,11 @@ if not v[1] and not v[2] then
     tok = string.format('%d', tonumber(old) + 1)
     redis.call('SET', KEYS[3], tok)
   end
+  -- Numbers become text by string.format('%d'), as in common.lua.
   local exp = ms + ARGV[4]
-  local x = exp + 10000 -- SLACK
-  redis.call('HSET', KEYS[1], ARGV[1], 'h' .. ARGV[3] .. ' ' .. tok .. ' ' .. ms .. ' ' .. exp .. ' ' .. ms .. ' 0\31' .. ARGV[5],
-    '.m', ARGV[2] .. ' ' .. ARGV[3] .. ' 1 0 ' .. exp .. ' ' .. x .. ' 0')
+  local x = string.format('%d', exp + 10000) -- SLACK
+  redis.call('HSET', KEYS[1], ARGV[1], string.format('h%s %s %d %d %d 0\31%s', ARGV[3], tok, ms, exp, ms, ARGV[5]),
+    '.m', string.format('%s %s 1 0 %d %s 0', ARGV[2], ARGV[3], exp, x))
   redis.call('PEXPIREAT', KEYS[1], x)
   return {1, tok, ms, exp, ms}
 end
@@ -80,7 +81,7 @@ end
 if rec and ARGV[6] == 'w' then -- still queued: refresh the waiter's lease
   local exp = ms + tonumber(ARGV[7])
   keep(m, exp)
-  put(m, id, 'w' .. w .. ' ' .. since .. ' ' .. exp .. ' ' .. wttl .. ' ' .. ch .. '\31' .. lbl)
+  put(m, id, waiterRecord(w, since, exp, wttl, ch, lbl))
   save(m)
   return {2, ms, redis.call('ZRANK', Q, id) or 0, m.n}
 end
@@ -109,6 +110,6 @@ m.s, m.q, m.dirty = m.s + 1, m.q + 1, true
 redis.call('ZADD', Q, m.s, id)
 keep(m, exp)
 if m.q == 1 then m.expire = true end
-put(m, id, 'w' .. weight .. ' ' .. ms .. ' ' .. exp .. ' ' .. ttl .. ' ' .. ARGV[8] .. '\31' .. ARGV[5])
+put(m, id, waiterRecord(weight, ms, exp, ttl, ARGV[8], ARGV[5]))
 save(m)
 return {2, ms, m.q - 1, m.n}

@@ -52,8 +52,10 @@ local function fetch(id)
   return load(redis.call('HMGET', S, '.m', id))
 end
 
+-- The records are written with string.format('%d'): cheaper than Lua's
+-- own conversion of a number to text, which formats it as a float.
 local function counters(m)
-  return m.l .. ' ' .. m.u .. ' ' .. m.h .. ' ' .. m.q .. ' ' .. m.n .. ' ' .. m.x .. ' ' .. m.s
+  return string.format('%d %d %d %d %d %d %d', m.l, m.u, m.h, m.q, m.n, m.x, m.s)
 end
 
 local function parseHolder(r)
@@ -71,7 +73,11 @@ local function parseWaiter(r)
 end
 
 local function holderRecord(w, tok, acq, exp, ren, rev, lbl)
-  return 'h' .. w .. ' ' .. tok .. ' ' .. acq .. ' ' .. exp .. ' ' .. ren .. ' ' .. rev .. '\31' .. lbl
+  return string.format('h%d %s %d %d %d %s\31%s', w, tok, acq, exp, ren, rev, lbl)
+end
+
+local function waiterRecord(w, since, exp, ttl, ch, lbl)
+  return string.format('w%d %d %d %d %s\31%s', w, since, exp, ttl, ch, lbl)
 end
 
 -- The token counter: read before a script's first write (a key of the
@@ -194,7 +200,7 @@ local function serve(m, us, ms, self, live)
         local ends = ms + ttl
         local granted = true
         if head ~= self then
-          local n = redis.call('PUBLISH', ch, head .. ' ' .. tok .. ' ' .. ms .. ' ' .. ends)
+          local n = redis.call('PUBLISH', ch, string.format('%s %s %d %d', head, tok, ms, ends))
           granted = n > 0 or not live
         end
         if granted then
