@@ -38,8 +38,7 @@ type Backend struct {
 	closed chan struct{}  // closed by Close, under mu
 	bg     sync.WaitGroup // waiters and background steps, which Close waits for
 
-	notices        forced.Notices // told of force-releases (see NotifyForced)
-	watchingForced bool           // the watch of force-release marks runs; guarded by mu
+	notices forced.Notices // told of force-releases (see NotifyForced)
 }
 
 // rec is what a backend remembers of a lease it granted, so that renew and

@@ -116,10 +116,13 @@ func (w *waiter) changed(ctx context.Context, e entry) (bool, int64, error) {
 	return len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.rev || resp.Kvs[0].ModRevision != e.mod, resp.Header.Revision, nil
 }
 
-// anchor keeps one watch open, on a key nobody writes, for as long as the
-// backend is open: clientv3 closes a watch stream with its last watch, and
-// a waiter's watch would then open a new stream (an HTTP/2 stream and a
-// goroutine or two on each side) instead of sending one request.
+// anchor keeps one watch open for as long as the backend is open: clientv3
+// closes a watch stream with its last watch, and a waiter's watch would
+// then open a new stream (an HTTP/2 stream and a goroutine or two on each
+// side) instead of sending one request. It watches the force-release
+// marks, which are rarely written, and tells the holders of this backend
+// of each (see NotifyForced); a mark put while the watch is made again
+// (after a leader change, say) is learned at the holder's next renewal.
 func (b *Backend) anchor() {
 	defer b.bg.Done()
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
@@ -129,7 +132,8 @@ func (b *Backend) anchor() {
 		cancel()
 	}()
 	for ctx.Err() == nil {
-		for range b.cli.Watch(ctx, b.k.root+"anchor") {
+		for resp := range b.cli.Watch(ctx, b.k.forced, clientv3.WithPrefix(), clientv3.WithFilterDelete()) {
+			b.heardForced(resp.Events)
 		}
 		select { // cancelled by etcd (no leader): open it again
 		case <-time.After(100 * time.Millisecond):
