@@ -31,7 +31,10 @@ type Backend struct {
 	slotHint atomic.Int64   // the liveness slot last taken (see takeSlot)
 	ring     ringer         // rings other processes' doorbells
 	notices  forced.Notices // told of this backend's leases force-released
-	wakes    atomic.Int64   // wake-ups by another process: rings and close events received, for tests
+	// holderBells counts the doorbells bound for names only held (see
+	// bindForHolder)
+	holderBells atomic.Int32
+	wakes       atomic.Int64 // wake-ups by another process: rings and close events received, for tests
 
 	mu      sync.Mutex
 	names   map[string]*nameFile

@@ -74,7 +74,9 @@
 // they learn at once rather than at their next renewal. A holder's
 // doorbell is bound by the backend's janitor about a second after the
 // grant, which keeps it off the path of short leases: a lease
-// force-released before that is told at its next renewal.
+// force-released before that is told at its next renewal, as are the
+// leases of a process holding more than 128 names at once (each doorbell
+// is a file descriptor).
 //
 // # Guarantees
 //

@@ -94,8 +94,8 @@ func (nf *nameFile) openBell() error {
 // so that a force-release can ring it (see tellForced). The backend's
 // janitor calls it, about a second after the grant: a lease given back
 // sooner, the common short one, never pays for it. A lease force-released
-// before, or while the doorbell cannot be bound, is told at its next
-// renewal. A busy name waits for the next round.
+// before, while the doorbell cannot be bound, or beyond maxHolderBells, is
+// told at its next renewal. A busy name waits for the next round.
 func (nf *nameFile) bindForHolder() {
 	select {
 	case nf.lk <- struct{}{}:
@@ -103,10 +103,19 @@ func (nf *nameFile) bindForHolder() {
 		return
 	}
 	defer nf.unlockLocal()
-	if nf.bell == nil && len(nf.leases) > 0 && !nf.b.isClosed() {
-		_ = nf.openBell()
+	if nf.bell != nil || len(nf.leases) == 0 || nf.b.isClosed() || nf.b.holderBells.Load() >= maxHolderBells {
+		return
+	}
+	if nf.openBell() == nil {
+		nf.holderBell = true
+		nf.b.holderBells.Add(1)
 	}
 }
+
+// maxHolderBells bounds the doorbells a backend binds for names it only
+// holds (each is a descriptor, beside the name's file): a process holding
+// thousands of names must not run out of descriptors for them.
+const maxHolderBells = 128
 
 // listen reads rings until the doorbell is closed: it hands the grants they
 // carry to the waiters, and wakes the pump for any other ring.
@@ -164,6 +173,10 @@ func (nf *nameFile) closeBell() {
 	if nf.bell != nil {
 		nf.bell.f.Close()
 		nf.bell = nil
+	}
+	if nf.holderBell {
+		nf.holderBell = false
+		nf.b.holderBells.Add(-1)
 	}
 }
 

@@ -50,6 +50,7 @@ type nameFile struct {
 	wd         int                // inotify watch descriptor; -1 if none
 	noWatch    bool               // no inotify for this file: poll
 	bell       *doorbell          // this process's doorbell on the name, once it waited or held
+	holderBell bool               // bell was bound for holders (counted in b.holderBells)
 	noBell     error              // why the doorbell could not be bound (then: poll)
 	bellPrefix string             // see bellBase
 	rang       bool               // this step rang another process with a grant (see end)
