@@ -184,7 +184,7 @@ func (c *Client) ForceRelease(ctx context.Context, name, id string, opts ...Forc
 		opt(&o)
 	}
 	if err := validateOwner(o.By); err != nil {
-		return nil, fmt.Errorf("%w: ForceBy: %w", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("ForceBy: %w", err)
 	}
 	hs, err := fr.ForceRelease(ctx, name, id, o)
 	for _, h := range hs {
