@@ -72,7 +72,7 @@ func New(b Backend, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
-	if validateOwner(c.owner) != nil {
+	if ValidateOwner(c.owner) != nil {
 		c.owner = strconv.Itoa(c.pid)
 	}
 	c.local = c.Guarantees().Scope == ScopeProcess
@@ -164,8 +164,9 @@ func (c *Client) List(ctx context.Context, prefix string) ([]Status, error) {
 // returned holders' ExpiresAt says when that is. [ForceNow] frees the
 // permits at once, for a holder known to be dead. A holder is told at once
 // where the backend can tell it (a [ForceNotifier]: every backend of this
-// module but a sema server's), else it learns at its next renewal (within
-// TTL/3 with keepalive on): its lease then ends with [ErrForceReleased].
+// module does), else it learns at its next renewal (within TTL/3 with
+// keepalive on): its lease then ends with [ErrForceReleased] (a
+// [*ForcedError] saying by whom, if it was told).
 func (c *Client) ForceRelease(ctx context.Context, name, id string, opts ...ForceOption) ([]Holder, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -183,7 +184,7 @@ func (c *Client) ForceRelease(ctx context.Context, name, id string, opts ...Forc
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := validateOwner(o.By); err != nil {
+	if err := ValidateOwner(o.By); err != nil {
 		return nil, fmt.Errorf("ForceBy: %w", err)
 	}
 	hs, err := fr.ForceRelease(ctx, name, id, o)

@@ -167,7 +167,7 @@ func (s *Semaphore) validate(cfg *acquireConfig) error {
 		return fmt.Errorf("%w: weight %d out of range [1, limit %d]", ErrInvalidArgument, cfg.weight, s.limit)
 	}
 	if cfg.owner != s.c.owner { // the default was checked by New
-		return validateOwner(cfg.owner)
+		return ValidateOwner(cfg.owner)
 	}
 	return nil
 }

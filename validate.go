@@ -55,9 +55,10 @@ func formatChar(s string) (rune, bool) {
 	return 0, false
 }
 
-// validateOwner checks an owner label: ≤ 255 bytes of UTF-8 without control
-// characters (it may be empty).
-func validateOwner(owner string) error {
+// ValidateOwner checks an owner label (or a force-release's
+// [ForceOptions].By): ≤ 255 bytes of UTF-8 without control characters (it
+// may be empty).
+func ValidateOwner(owner string) error {
 	if len(owner) > MaxOwnerLen {
 		return fmt.Errorf("%w: owner is %d bytes, at most %d", ErrInvalidArgument, len(owner), MaxOwnerLen)
 	}
@@ -185,7 +186,7 @@ func (r *Request) Validate() error {
 	if err := r.ValidateTerms(); err != nil {
 		return err
 	}
-	if err := validateOwner(r.Owner); err != nil {
+	if err := ValidateOwner(r.Owner); err != nil {
 		return err
 	}
 	if err := checkText(r.Host); err != nil || len(r.Host) > MaxOwnerLen {

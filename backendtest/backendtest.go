@@ -75,6 +75,11 @@ type Config struct {
 	// second). The suite force-releases a lease held that long and
 	// expects its holder told well before its next renewal.
 	ForceNoticeAfter time.Duration
+	// NoForceNotice declares that this backend, although a
+	// sema.ForceNotifier, cannot tell its holders in the configuration
+	// under test (a sema serve client restricted to plain HTTP): they learn
+	// of a force-release at their next renewal.
+	NoForceNotice bool
 }
 
 // hang bounds every wait for something that must happen: reaching it means

@@ -45,10 +45,12 @@
 // meet in time go out in one write each way. So a process with many
 // goroutines taking locks costs the server one connection, and a
 // hand-over of a hot lock about one write and one read on either side
-// (mux.go says how). Everything else (describe, list, force-release,
-// guarantees), and every call to a server that refuses the upgrade or
-// sits behind a proxy, or made through Config.HTTPClient, goes through
-// net/http (HTTP/2 over TLS). The request bodies and lease answers of the
+// (mux.go says how). The server tells the connection at once of a lease
+// of this caller that was force-released (a notice), so that its holder
+// learns before its next renewal. Everything else (describe, list,
+// force-release, guarantees), and every call to a server that refuses the
+// upgrade or sits behind a proxy, or made through Config.HTTPClient, goes
+// through net/http (HTTP/2 over TLS). The request bodies and lease answers of the
 // calls every lock takes are coded by internal/wire without reflection.
 //
 // # Caveats

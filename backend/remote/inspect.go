@@ -57,7 +57,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 		return nil, sema.ErrClosed
 	}
 	var resp wire.ForceReleaseResponse
-	in := wire.ForceReleaseRequest{Name: name, ID: id, Now: opts.Now}
+	in := wire.ForceReleaseRequest{Name: name, ID: id, Now: opts.Now, By: opts.By}
 	if err := b.callJSON(ctx, "force-release", name, http.MethodPost, b.uForce, in.Append(nil), &resp); err != nil {
 		return nil, err
 	}

@@ -55,6 +55,8 @@ type muxTransport struct {
 	off     time.Time     // refused: HTTP until then
 	closed  bool
 	dialed  atomic.Int64 // connections upgraded (tests)
+
+	onNotice func(wire.Notice) // the server's notices (set before the first call)
 }
 
 // newMuxTransport returns the sema-mux transport to the server at base.

@@ -230,6 +230,8 @@ func TestHTTP11Only(t *testing.T) {
 	backendtest.Run(t, backendtest.Config{
 		New:  open,
 		Peer: func(t *testing.T, _ sema.Backend) sema.Backend { return open(t) },
+		// Notices come on the sema-mux connection only.
+		NoForceNotice: true,
 	})
 }
 

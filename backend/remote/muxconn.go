@@ -3,6 +3,7 @@ package remote
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,7 +61,7 @@ func (c *muxConn) send(call *muxCall, op byte, body []byte) (uint32, error) {
 	}
 	for {
 		c.next++
-		if _, busy := c.calls[c.next]; !busy {
+		if _, busy := c.calls[c.next]; !busy && c.next != wire.MuxNoticeTag {
 			break
 		}
 	}
@@ -203,6 +204,13 @@ func (c *muxConn) readLoop() {
 			c.fail(err)
 			return
 		}
+		if tag == wire.MuxNoticeTag && status == wire.MuxStatusNotice {
+			if err := c.notice(n); err != nil {
+				c.fail(err)
+				return
+			}
+			continue
+		}
 		c.mu.Lock()
 		call := c.calls[tag]
 		delete(c.calls, tag)
@@ -271,3 +279,18 @@ func readN(br *bufio.Reader, out []byte, n int) ([]byte, error) {
 
 // isReset reports whether err is a connection reset by the peer.
 func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
+
+// notice reads the body of a notice frame, n bytes, and hands it to the
+// transport's onNotice. A body it cannot decode (a kind of notice of a
+// newer server) is skipped.
+func (c *muxConn) notice(n int) error {
+	b, err := readN(c.br, nil, n)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errMalformed, err)
+	}
+	var nt wire.Notice
+	if json.Unmarshal(b, &nt) == nil && c.t.onNotice != nil {
+		c.t.onNotice(nt)
+	}
+	return nil
+}

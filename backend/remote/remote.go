@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/forced"
 	"github.com/sema-dev/sema/internal/wire"
 )
 
@@ -35,6 +36,8 @@ type Backend struct {
 
 	gMu        sync.Mutex
 	guarantees *sema.Guarantees
+
+	notices forced.Notices // told of force-releases (see NotifyForced)
 }
 
 // Interface guards.
@@ -43,6 +46,7 @@ var (
 	_ sema.Blocker       = (*Backend)(nil)
 	_ sema.Inspector     = (*Backend)(nil)
 	_ sema.ForceReleaser = (*Backend)(nil)
+	_ sema.ForceNotifier = (*Backend)(nil)
 	_ sema.Declarer      = (*Backend)(nil)
 
 	_ sema.DeadlineReleaser = (*Backend)(nil)
@@ -79,6 +83,7 @@ func New(cfg Config) (*Backend, error) {
 		}}
 		if p, err := b.owned.Proxy(&http.Request{URL: base}); err == nil && p == nil {
 			b.mux = newMuxTransport(base, d, cfg.TLSConfig, cfg.Token)
+			b.mux.onNotice = b.heard
 		}
 	}
 	for _, o := range []op{opAcquire, opRenew, opRelease} {
@@ -215,4 +220,18 @@ func waited(ms float64) time.Duration {
 		return sema.MaxTTL
 	}
 	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// NotifyForced makes the backend call f for each of its leases the server
+// says was force-released, by a notice on the sema-mux connection, so
+// that its holder learns at once (sema.ForceNotifier). Without sema-mux
+// (behind a proxy, with Config.HTTPClient) a holder learns at its next
+// renewal.
+func (b *Backend) NotifyForced(f func(sema.ForceNotice)) (stop func()) { return b.notices.Add(f) }
+
+// heard passes a notice of the server on.
+func (b *Backend) heard(n wire.Notice) {
+	if f := n.Forced; f != nil {
+		b.notices.Tell(f.Name, []string{f.ID}, f.By)
+	}
 }

@@ -104,6 +104,9 @@ func decodeForceRelease(b []byte) (wire.ForceReleaseRequest, error) {
 	if err := sema.ValidateName(in.Name); err != nil {
 		return in, err
 	}
+	if err := sema.ValidateOwner(in.By); err != nil {
+		return in, fmt.Errorf("by: %w", err)
+	}
 	if in.ID != "" {
 		return in, sema.ValidateID(in.ID)
 	}

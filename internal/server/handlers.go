@@ -60,9 +60,13 @@ func (s *Server) handleForceRelease(w http.ResponseWriter, r *http.Request, who 
 		s.fail(w, routeForceRelease, err, who)
 		return
 	}
-	// The holders a backend tells are told the caller as the server knows
-	// it (its token, or its address), not a name the request claims.
-	by := "sema serve"
+	// The holders a backend tells hear the name the caller gives itself,
+	// if any, and who it is as the server knows it (its token, or its
+	// address).
+	by := in.By
+	if by == "" {
+		by = "sema serve"
+	}
 	if l := who.label(); l != "" {
 		by += " (" + l + ")"
 	}

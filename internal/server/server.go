@@ -67,6 +67,9 @@ func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, eng: newEngine(cfg.Backend), creds: newCredentials(cfg.Tokens), log: cfg.Logger,
 		routes: make(map[string]*route), limits: newLimits(&cfg), leases: newLedger()}
+	if fn, ok := cfg.Backend.(sema.ForceNotifier); ok {
+		fn.NotifyForced(s.heardForced) // for as long as the backend lives
+	}
 	st, _ := cfg.Backend.(storeStats)
 	s.m = newMetrics(cfg.Registry, st)
 	s.metrics = promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})

@@ -107,8 +107,19 @@ func (s *Store) ForceRelease(ctx context.Context, name, id string, opts sema.For
 	if err := s.wal.wait(ctx, seq); err != nil {
 		return nil, err
 	}
+	var ids []string
+	for _, h := range out {
+		if h.ForceReleased {
+			ids = append(ids, h.ID)
+		}
+	}
+	s.notices.Tell(name, ids, opts.By)
 	return out, nil
 }
+
+// NotifyForced makes the store call f for each lease it force-releases
+// (sema.ForceNotifier): sema serve tells the holders connected to it.
+func (s *Store) NotifyForced(f func(sema.ForceNotice)) (stop func()) { return s.notices.Add(f) }
 
 // forceLocked force-releases under s.mu; seq is the last record it
 // journaled.

@@ -8,14 +8,16 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"github.com/sema-dev/sema/internal/forced"
 )
 
 // Store is the embedded durable store. It is safe for concurrent use.
 type Store struct {
-	cfg  Config
-	log  *slog.Logger
-	lock *os.File // holds the data directory's lock
-	base time.Time
+	cfg     Config
+	log     *slog.Logger
+	notices forced.Notices // told of force-releases (see NotifyForced)
+	lock    *os.File       // holds the data directory's lock
+	base    time.Time
 
 	mu           sync.Mutex
 	names        map[string]*entry
@@ -51,6 +53,7 @@ var (
 	_ sema.Blocker       = (*Store)(nil)
 	_ sema.Inspector     = (*Store)(nil)
 	_ sema.ForceReleaser = (*Store)(nil)
+	_ sema.ForceNotifier = (*Store)(nil)
 	_ sema.Declarer      = (*Store)(nil)
 )
 

@@ -116,6 +116,10 @@ func (r *ForceReleaseRequest) Append(b []byte) []byte {
 	if r.Now {
 		b = append(b[:len(b)-1], `,"now":true}`...)
 	}
+	if r.By != "" {
+		b = append(b[:len(b)-1], `,"by":`...)
+		b = append(AppendString(b, r.By), '}')
+	}
 	return b
 }
 

@@ -131,9 +131,9 @@ func FuzzRequestEncoding(f *testing.F) {
 		if err := decodeStrict(r.Append(nil), &gr); err != nil || gr != (RenewRequest{valid(name), valid(id), ttl}) {
 			t.Fatalf("renew: %+v %v", gr, err)
 		}
-		fr := ForceReleaseRequest{Name: name, ID: id, Now: ttl%2 == 0}
+		fr := ForceReleaseRequest{Name: name, ID: id, Now: ttl%2 == 0, By: owner}
 		var gf ForceReleaseRequest
-		if err := decodeStrict(fr.Append(nil), &gf); err != nil || gf != (ForceReleaseRequest{valid(name), valid(id), fr.Now}) {
+		if err := decodeStrict(fr.Append(nil), &gf); err != nil || gf != (ForceReleaseRequest{valid(name), valid(id), fr.Now, valid(owner)}) {
 			t.Fatalf("force-release: %+v %v", gf, err)
 		}
 	})

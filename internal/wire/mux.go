@@ -37,6 +37,12 @@ import (
 // the answers of its calls; the server closes the connection after the
 // last one.
 //
+// The server may also send a notice: an answer frame with tag 0, which no
+// call has (a client never uses it), and status MuxStatusNotice. Its body
+// is a Notice: a lease of the connection's caller was force-released (its
+// next renewal would fail). A client that does not
+// know notices drops the frame as the answer of no call.
+//
 // A malformed frame (a length out of bounds, an unknown op, a tag in use)
 // closes the connection: the framing cannot be trusted after it.
 const (
@@ -66,6 +72,26 @@ const (
 // MuxStatusCancelled answers a long poll dequeued by MuxCancel or by the
 // client's half-close (the nginx convention for "client closed request").
 const MuxStatusCancelled = 499
+
+// MuxNoticeTag and MuxStatusNotice mark a notice frame (see above).
+const (
+	MuxNoticeTag    uint32 = 0
+	MuxStatusNotice        = 290
+)
+
+// Notice is the body of a notice frame.
+type Notice struct {
+	// Forced: a lease of the connection's caller was force-released.
+	Forced *ForcedLease `json:"forced,omitempty"`
+}
+
+// ForcedLease names a force-released lease, and who force-released it as
+// the server names them.
+type ForcedLease struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	By   string `json:"by,omitempty"`
+}
 
 // ErrMuxFrame reports a malformed frame.
 var ErrMuxFrame = errors.New("malformed sema-mux frame")

@@ -71,6 +71,7 @@ type ForceReleaseRequest struct {
 	Name string `json:"name"`
 	ID   string `json:"id,omitempty"`
 	Now  bool   `json:"now,omitempty"`
+	By   string `json:"by,omitempty"` // who asks, as the caller names itself
 }
 
 // ForceReleaseResponse is the answer to POST /v1/force-release.
