@@ -161,8 +161,10 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 				}
 				if req.Limit == 1 || local {
 					q = queue{name: req.Name, entries: []entry{pred, me}}
-					if rr.Count > 2 || req.Limit > 1 {
+					if req.Limit > 1 {
 						q.older = req.Limit // unknown: at least enough not to fit
+					} else {
+						q.older = rr.Count - 2 // a lock's entries ahead of pred, as counted
 					}
 					at = t.ModRevision
 				}

@@ -32,8 +32,12 @@
 // start at the current revision, which etcd serves at once (a watch from a
 // past revision, as etcd's own concurrency.Mutex starts, waits for a
 // catch-up loop that runs every 100ms); one read after the watch exists
-// closes the gap. Waiters of the same process are woken in-process. A
-// bounded re-check (Config.Recheck) guards against a lost event.
+// closes the gap. etcd reads that revision just before it registers the
+// watch, so a write in between still leaves an occasional watch to the
+// catch-up loop: a waiter near the head of the queue opens its watch twice
+// and takes each event from whichever delivers it first. Waiters of the
+// same process are woken in-process. A bounded re-check (Config.Recheck)
+// guards against a lost event.
 //
 // # Guarantees
 //

@@ -65,8 +65,8 @@ func (k keys) decodeEntry(kv *mvccpb.KeyValue) (name string, e entry, ok bool) {
 
 // queue is the entries of one name in create-revision order (the FIFO
 // order), as of one revision. A waiter reads only the newest entries up to
-// its own: older is a lower bound of the number of entries it did not read,
-// all ahead of entries.
+// its own: older counts the entries it did not read, all ahead of entries
+// (at least one if there are any; as last counted, some may have left).
 type queue struct {
 	name    string
 	entries []entry

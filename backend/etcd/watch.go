@@ -20,16 +20,30 @@ import (
 // since it was read, one read after the watch exists closes the gap. It
 // returns the entries still ahead (all holding) when the waiter is
 // granted, else a fresh read of the queue.
+//
+// etcd reads the current revision just before it registers a new watch: a
+// write applied in between leaves the watch behind, to that catch-up loop
+// (with four clients taking turns on a lock, about one watch in a hundred,
+// and each time every waiter behind it waited some 100ms more). Deep in
+// the queue a watch has caught up long before what it watches can change;
+// near the head the waiter opens the same watch twice, one after the
+// other, and takes each event from whichever delivers it first.
 func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q queue, qat int64, granted []entry, err error) {
 	head := load <= w.req.Limit // then every entry ahead was read
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	pred := ahead[len(ahead)-1]
-	var wch clientv3.WatchChan
-	if head {
-		wch = w.b.cli.Watch(wctx, w.ld, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
-	} else {
-		wch = w.b.cli.Watch(wctx, pred.key, clientv3.WithCreatedNotify())
+	var wchs [2]clientv3.WatchChan // the second one nil (never ready) unless near the head
+	watches := 1
+	if load <= 4*w.req.Limit {
+		watches = 2
+	}
+	for i := range watches {
+		if head {
+			wchs[i] = w.b.cli.Watch(wctx, w.ld, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+		} else {
+			wchs[i] = w.b.cli.Watch(wctx, pred.key, clientv3.WithCreatedNotify())
+		}
 	}
 	reread := func() (queue, int64, []entry, error) {
 		q, at, err := w.read(ctx)
@@ -38,59 +52,14 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 	recheck := time.NewTimer(w.b.cfg.Recheck)
 	defer recheck.Stop()
 	model := slices.Clone(ahead)
-	created := false
+	var created int   // watches open
+	var startAt int64 // the newest revision a watch started after
 	for {
+		var resp clientv3.WatchResponse
+		var ok bool
 		select {
-		case resp, ok := <-wch:
-			switch {
-			case !ok || resp.Err() != nil || resp.Canceled:
-				// Cancelled by etcd (leader lost, compacted, …): read again.
-				return reread()
-			case resp.Created:
-				created = true
-				if resp.Header.Revision <= at {
-					continue // nothing happened since the read
-				}
-				// The queue may have changed between the read and the watch.
-				if !head {
-					// Only the entry ahead matters: a read of that key.
-					changed, gat, err := w.changed(ctx, pred)
-					if err != nil || changed {
-						return reread()
-					}
-					at = gat
-					continue
-				}
-				if q, at, err = w.read(ctx); err != nil {
-					return q, at, nil, err
-				}
-				fresh, _, ok := w.ahead(&q)
-				if !ok {
-					return q, at, nil, nil
-				}
-				if model = fresh; sum(model)+w.req.Weight <= w.req.Limit {
-					return q, at, model, nil
-				}
-				continue
-			case !created:
-				continue
-			}
-			for _, ev := range resp.Events {
-				if ev.Kv.ModRevision <= at {
-					continue // already in the state read
-				}
-				if !head {
-					return reread()
-				}
-				k := string(ev.Kv.Key)
-				if k == w.key {
-					return q, at, nil, errRequeue
-				}
-				model = slices.DeleteFunc(model, func(e entry) bool { return e.key == k })
-			}
-			if head && sum(model)+w.req.Weight <= w.req.Limit {
-				return q, at, model, nil
-			}
+		case resp, ok = <-wchs[0]:
+		case resp, ok = <-wchs[1]:
 		case <-recheck.C:
 			return reread()
 		case <-w.lost:
@@ -99,6 +68,58 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 			return q, at, nil, notAcquired(ctx)
 		case <-w.b.closed:
 			return q, at, nil, sema.ErrClosed
+		}
+		switch {
+		case !ok || resp.Err() != nil || resp.Canceled:
+			// Cancelled by etcd (leader lost, compacted, …): read again.
+			return reread()
+		case resp.Created:
+			created++
+			startAt = max(startAt, resp.Header.Revision)
+			if created < watches || startAt <= at {
+				continue // not all open yet, or nothing happened since the read
+			}
+			// The queue may have changed between the read and the watches
+			// (what an event before the last one opened says is in that
+			// state too).
+			if !head {
+				// Only the entry ahead matters: a read of that key.
+				changed, gat, err := w.changed(ctx, pred)
+				if err != nil || changed {
+					return reread()
+				}
+				at = gat
+				continue
+			}
+			if q, at, err = w.read(ctx); err != nil {
+				return q, at, nil, err
+			}
+			fresh, _, ok := w.ahead(&q)
+			if !ok {
+				return q, at, nil, nil
+			}
+			if model = fresh; sum(model)+w.req.Weight <= w.req.Limit {
+				return q, at, model, nil
+			}
+			continue
+		case created < watches:
+			continue
+		}
+		for _, ev := range resp.Events {
+			if ev.Kv.ModRevision <= at {
+				continue // already in the state read
+			}
+			if !head {
+				return reread()
+			}
+			k := string(ev.Kv.Key)
+			if k == w.key {
+				return q, at, nil, errRequeue
+			}
+			model = slices.DeleteFunc(model, func(e entry) bool { return e.key == k })
+		}
+		if head && sum(model)+w.req.Weight <= w.req.Limit {
+			return q, at, model, nil
 		}
 	}
 }
