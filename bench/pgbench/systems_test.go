@@ -2,10 +2,12 @@ package pgbench
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sema-dev/sema"
@@ -18,14 +20,20 @@ type locker interface {
 	unlock(ctx context.Context, name string) error
 }
 
+// semaPool is the size of each sema client's pool.
+const semaPool = 16
+
 // semaClients opens n sema clients on the database, with extra URL
-// parameters; contenders use them round robin.
+// parameters; contenders use them round robin. Each opens all the
+// connections of its pool now, as the other systems do before the timed
+// part.
 func semaClients(b *testing.B, n int, params string) []*sema.Client {
 	b.Helper()
-	cfg, err := postgres.ParseURL(database(b) + "&pool_max_conns=16" + params)
+	cfg, err := postgres.ParseURL(fmt.Sprintf("%s&pool_max_conns=%d&pool_min_conns=%[2]d%s", database(b), semaPool, params))
 	if err != nil {
 		b.Fatal(err)
 	}
+	since := dbNow(b)
 	var cs []*sema.Client
 	for range n {
 		pb, err := postgres.Open(bg, cfg)
@@ -37,7 +45,51 @@ func semaClients(b *testing.B, n int, params string) []*sema.Client {
 		warmUp(b, c)
 		cs = append(cs, c)
 	}
+	waitSessions(b, "sema", since, n*semaPool)
 	return cs
+}
+
+// dbNow is the database's clock.
+func dbNow(b *testing.B) time.Time {
+	b.Helper()
+	c, err := pgx.Connect(bg, database(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(bg)
+	var t time.Time
+	if err := c.QueryRow(bg, "SELECT now()").Scan(&t); err != nil {
+		b.Fatal(err)
+	}
+	return t
+}
+
+// waitSessions waits until at least n sessions of the application that
+// started after since are open and idle: a pool opens its minimum of
+// connections in the background.
+func waitSessions(b *testing.B, app string, since time.Time, n int) {
+	b.Helper()
+	c, err := pgx.Connect(bg, database(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(bg)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var open int
+		err := c.QueryRow(bg, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle' AND backend_start >= $2",
+			app, since).Scan(&open)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if open >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d connections of %s open after 30s", open, n, app)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // warmUp opens what a client opens on first use, as the other systems'
