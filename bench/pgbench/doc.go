@@ -22,8 +22,10 @@
 // (sema-8) as over 8 processes. On a direct connection sema uses prepared
 // statements; sema-exec sends unnamed statements, as it does when its URL
 // goes through a transaction-mode pooler. The advisory and polled contenders each use
-// a connection of their own, as those designs need. sema's metric conflicts
-// counts steps retried after a deadlock or a serialization failure.
+// a connection of their own, as those designs need. Every system opens its
+// connections before the timed part (each sema client a pool of 16:
+// pool_min_conns and pool_max_conns). sema's metric conflicts counts steps
+// retried after a deadlock or a serialization failure.
 //
 // Run them with scripts/bench-postgres.sh, which starts one PostgreSQL
 // (fsync and synchronous_commit on), runs the rounds in separate
