@@ -129,7 +129,7 @@ func testRestart(t *testing.T, crash bool, down time.Duration) {
 	restartAt := time.Now()
 	if down > 0 {
 		if crash {
-			pg.Kill()
+			pg.KillAll() // no backend may serve a renewal on after the postmaster died
 		} else {
 			pg.Stop(syscall.SIGINT)
 		}

@@ -159,6 +159,20 @@ func (p *Proc) Stop(sig syscall.Signal) {
 // Kill is kill -9: the process gets no chance to clean up.
 func (p *Proc) Kill() { p.Stop(syscall.SIGKILL) }
 
+// KillAll is kill -9 of the process and every process of its group, as a
+// crash of the machine would end them: a server's workers cannot go on
+// serving the connections they have (PostgreSQL's backends outlive a
+// killed postmaster for a moment).
+func (p *Proc) KillAll() {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its group: Start made it a leader
+	}
+	p.Kill()
+}
+
 // Freeze stops the process with SIGSTOP; Thaw continues it.
 func (p *Proc) Freeze() { p.Signal(syscall.SIGSTOP) }
 
