@@ -13,6 +13,20 @@ import (
 	"github.com/sema-dev/sema/internal/testenv"
 )
 
+// onFileAndServe runs f as parallel subtests on a file:// directory and on
+// a sema serve, each with a directory of its own.
+func onFileAndServe(t *testing.T, f func(t *testing.T, be, dir string)) {
+	for _, tc := range []struct {
+		name    string
+		backend func(*testing.T) string
+	}{{"file", fileBackend}, {"http", serveBackend}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, tc.backend(t), t.TempDir())
+		})
+	}
+}
+
 // serveBackend starts a sema serve process and returns its URL.
 func serveBackend(t *testing.T) string {
 	t.Helper()
@@ -24,37 +38,30 @@ func serveBackend(t *testing.T) string {
 // goes on until its sema run learns of it; that sema run exits 76 and says
 // who ended it.
 func TestForceReleaseNoOverlap(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		backend func(*testing.T) string
-	}{{"file", fileBackend}, {"http", serveBackend}} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			be, dir := tc.backend(t), t.TempDir()
-			ready := filepath.Join(dir, "ready")
-			// The old job goes on a while after its SIGTERM (within sema
-			// run's grace, ttl/10).
-			holder := startSema(t, be, "run", "--ttl", "3s", "nightly", "--", "sh", "-c",
-				"trap 'sleep 0.1; exit 0' TERM; echo $$ > "+ready+"; while :; do sleep 0.05; done")
-			pid := strings.TrimSpace(waitFile(t, ready, holder))
-			stdout, stderr, code := runSema(t, be, "release", "--force", "nightly")
-			if code != 0 || !strings.Contains(stdout, "its permits free at") {
-				t.Fatalf("release --force: exit %d, stdout %q, stderr %q", code, stdout, stderr)
-			}
-			_, stderr, code = runSema(t, be, "run", "--wait", "30s", "nightly", "--", "sh", "-c",
-				"if kill -0 "+pid+" 2>/dev/null; then echo 'the old job still runs' >&2; exit 3; fi")
-			if code != 0 {
-				t.Fatalf("the next job: exit %d (3: it ran beside the old one); stderr %q", code, stderr)
-			}
-			if code := holder.wait(t, 30*time.Second); code != ExitLeaseLost {
-				t.Fatalf("old holder: exit %d, want %d; stderr: %s", code, ExitLeaseLost, holder.stderr)
-			}
-			// By whom: "an operator" if it learned at a renewal.
-			if !strings.Contains(holder.stderr.String(), "force-released by ") {
-				t.Errorf("old holder's stderr should say it was force-released: %q", holder.stderr)
-			}
-		})
-	}
+	onFileAndServe(t, func(t *testing.T, be, dir string) {
+		ready := filepath.Join(dir, "ready")
+		// The old job goes on a while after its SIGTERM (within sema
+		// run's grace, ttl/10).
+		holder := startSema(t, be, "run", "--ttl", "3s", "nightly", "--", "sh", "-c",
+			"trap 'sleep 0.1; exit 0' TERM; echo $$ > "+ready+"; while :; do sleep 0.05; done")
+		pid := strings.TrimSpace(waitFile(t, ready, holder))
+		stdout, stderr, code := runSema(t, be, "release", "--force", "nightly")
+		if code != 0 || !strings.Contains(stdout, "its permits free at") {
+			t.Fatalf("release --force: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		_, stderr, code = runSema(t, be, "run", "--wait", "30s", "nightly", "--", "sh", "-c",
+			"if kill -0 "+pid+" 2>/dev/null; then echo 'the old job still runs' >&2; exit 3; fi")
+		if code != 0 {
+			t.Fatalf("the next job: exit %d (3: it ran beside the old one); stderr %q", code, stderr)
+		}
+		if code := holder.wait(t, 30*time.Second); code != ExitLeaseLost {
+			t.Fatalf("old holder: exit %d, want %d; stderr: %s", code, ExitLeaseLost, holder.stderr)
+		}
+		// By whom: "an operator" if it learned at a renewal.
+		if !strings.Contains(holder.stderr.String(), "force-released by ") {
+			t.Errorf("old holder's stderr should say it was force-released: %q", holder.stderr)
+		}
+	})
 }
 
 // TestForceReleaseNow: with --now the permits are free at once: a waiter
@@ -95,28 +102,21 @@ func TestForceReleaseNow(t *testing.T) {
 // force-released it (through sema serve, with the caller as the server
 // knows it).
 func TestForceReleaseToldAtOnce(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		backend func(*testing.T) string
-	}{{"file", fileBackend}, {"http", serveBackend}} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			be, dir := tc.backend(t), t.TempDir()
-			ready := filepath.Join(dir, "ready")
-			holder := startSema(t, be, "run", "--ttl", "60s", "long", "--", "sh", "-c", "echo $$ > "+ready+"; exec sleep 100")
-			waitFile(t, ready, holder)
-			time.Sleep(2 * time.Second) // a file:// holder's doorbell is ready within a second
-			if stdout, stderr, code := runSema(t, be, "release", "--force", "long"); code != 0 {
-				t.Fatalf("release --force: exit %d, stdout %q, stderr %q", code, stdout, stderr)
-			}
-			if code := holder.wait(t, 10*time.Second); code != ExitLeaseLost {
-				t.Fatalf("old holder: exit %d, want %d; stderr: %s", code, ExitLeaseLost, holder.stderr)
-			}
-			host, _ := os.Hostname()
-			stderr := holder.stderr.String()
-			if want := "force-released by " + loginName(os.Getenv) + "@" + host; !strings.Contains(stderr, want) || !strings.Contains(stderr, "terminating the job") {
-				t.Errorf("old holder's stderr should say %q and that the job was terminated: %q", want, stderr)
-			}
-		})
-	}
+	onFileAndServe(t, func(t *testing.T, be, dir string) {
+		ready := filepath.Join(dir, "ready")
+		holder := startSema(t, be, "run", "--ttl", "60s", "long", "--", "sh", "-c", "echo $$ > "+ready+"; exec sleep 100")
+		waitFile(t, ready, holder)
+		time.Sleep(2 * time.Second) // a file:// holder's doorbell is ready within a second
+		if stdout, stderr, code := runSema(t, be, "release", "--force", "long"); code != 0 {
+			t.Fatalf("release --force: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		if code := holder.wait(t, 10*time.Second); code != ExitLeaseLost {
+			t.Fatalf("old holder: exit %d, want %d; stderr: %s", code, ExitLeaseLost, holder.stderr)
+		}
+		host, _ := os.Hostname()
+		stderr := holder.stderr.String()
+		if want := "force-released by " + loginName(os.Getenv) + "@" + host; !strings.Contains(stderr, want) || !strings.Contains(stderr, "terminating the job") {
+			t.Errorf("old holder's stderr should say %q and that the job was terminated: %q", want, stderr)
+		}
+	})
 }
