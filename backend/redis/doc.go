@@ -38,10 +38,10 @@
 //     expired permits pass on without a release. There is no polling loop
 //     and no thundering herd.
 //   - A force-release (name, lease ID and ForceOptions.By, in JSON) is
-//     published on Prefix + "forced", to which every
-//     client subscribes as it starts: the holder learns at once, not at
-//     its next renewal (unless the message is lost, a client started
-//     without Redis reachable, say).
+//     published on Prefix + "forced", to which a client subscribes once it
+//     holds a lease or waits (in the background after its first grant):
+//     the holder learns at once, not at its next renewal (unless the
+//     message is lost, or came before the subscription was made).
 //   - A waiter holds a lease of its own in the queue (3×Recheck, renewed
 //     at every re-check): a dead waiter never blocks the queue for longer.
 //     On one server a grant whose waiter has no subscribed connection (its

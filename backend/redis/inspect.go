@@ -138,19 +138,28 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 }
 
 // NotifyForced makes the backend call f for each lease force-released
-// under its prefix, by any client, so that a holder
-// of this backend learns at once rather than at its next renewal
-// (sema.ForceNotifier); a client ignores the leases it does not hold. The
-// first call subscribes (in the background) to the channel force-releases
-// are published on, beside the backend's own channel of wake-ups: if
-// Redis cannot be reached then, holders are told once a wait has
-// subscribed.
+// under its prefix, by any client, so that a holder of this backend learns
+// at once rather than at its next renewal (sema.ForceNotifier); a client
+// ignores the leases it does not hold. The subscription that brings the
+// wake-ups of waits also brings the channel force-releases are published
+// on; a backend that holds a lease without having waited subscribes in the
+// background (see holding).
 func (b *Backend) NotifyForced(f func(sema.ForceNotice)) (stop func()) {
 	stop = b.notices.Add(f)
-	b.noticeOnce.Do(func() {
-		go func() { _ = b.subscribe(context.Background()) }()
-	})
+	b.noticing.Store(true)
 	return stop
+}
+
+// holding subscribes, in the background, once this backend holds a lease
+// and clients want to hear of force-releases; a failed attempt is made
+// again at the next grant.
+func (b *Backend) holding() {
+	if b.noticing.Load() && !b.wake.ready.Load() && b.subscribing.CompareAndSwap(false, true) {
+		go func() {
+			_ = b.subscribe(context.Background())
+			b.subscribing.Store(false)
+		}()
+	}
 }
 
 // tellForced publishes the leases hs of name that by force-released, a

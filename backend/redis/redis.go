@@ -33,8 +33,9 @@ type Backend struct {
 	done    chan struct{} // closed by Close
 	waiting sync.WaitGroup
 
-	notices    forced.Notices // told of force-releases (see NotifyForced)
-	noticeOnce sync.Once      // subscribes for them
+	notices     forced.Notices // told of force-releases (see NotifyForced)
+	noticing    atomic.Bool    // a client registered with NotifyForced
+	subscribing atomic.Bool    // holding is subscribing
 
 	inflight atomic.Int32           // script calls in flight
 	apOnce   sync.Once              // makes ap
@@ -287,6 +288,7 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	if o.kind != granted {
 		return sema.Grant{}, refusal(&req, o)
 	}
+	b.holding()
 	return o.grant, nil
 }
 

@@ -77,6 +77,7 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	}
 	switch o.kind {
 	case granted:
+		b.holding()
 		return o.grant, nil
 	case queued:
 	default:
