@@ -18,7 +18,7 @@ import (
 //	'F', nonce of the open file, by's length, by,
 //	then per lease: ID length, ID
 //
-// (integers 8 bytes, little endian, but the 1-byte ID length).
+// (integers 8 bytes, little endian, but the 1-byte lengths of the strings).
 const (
 	ringHead  = 1 + 2*8
 	grantSize = 4*8 + 1
