@@ -95,8 +95,6 @@ func (e *env) waitQueued(name string, n int) {
 	e.t.Fatalf("%q never showed %d waiters", name, n)
 }
 
-// mustAcquireBG acquires from a goroutine other than the test's; it reports
-// failure with Errorf and returns nil.
 // blocker returns the backend as a Blocker, or skips the test.
 func (e *env) blocker() sema.Blocker {
 	e.t.Helper()
@@ -125,6 +123,8 @@ func (e *env) queuedBehind(ctx context.Context, name, holderID, waiterID string)
 	return holder, waiter, ch
 }
 
+// mustAcquireBG acquires from a goroutine other than the test's; it reports
+// failure with Errorf and returns nil.
 func (e *env) mustAcquireBG(s *sema.Semaphore, opts ...sema.AcquireOption) *sema.Lease {
 	l, err := s.Acquire(e.ctx(hang), opts...)
 	if errors.Is(err, context.Canceled) {

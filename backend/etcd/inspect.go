@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -232,8 +231,8 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 			if h.ID != "" { // an unreadable entry names no lease
 				// The mark's value tells the watching holders (see
 				// NotifyForced) which lease of which name, and who.
-				mark, _ := json.Marshal(forced.Message{Name: name, ID: h.ID, By: opts.By})
-				ops = append(ops, clientv3.OpPut(b.k.forcedKey(h.ID), string(mark), clientv3.WithLease(ml.ID)))
+				mark := forced.Encode(name, h.ID, opts.By)
+				ops = append(ops, clientv3.OpPut(b.k.forcedKey(h.ID), mark, clientv3.WithLease(ml.ID)))
 			}
 		}
 		cctx, cancel = b.call(ctx)

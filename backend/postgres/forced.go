@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/forced"
@@ -38,19 +37,10 @@ func (b *Backend) tellForced(ctx context.Context, name string, ids []string, by 
 	}
 	msgs := make([]string, len(ids))
 	for i, id := range ids {
-		m, _ := json.Marshal(forced.Message{Name: name, ID: id, By: by})
-		msgs[i] = string(m)
+		msgs[i] = forced.Encode(name, id, by)
 	}
 	_, err := b.pool.Exec(ctx, "SELECT pg_notify($1, m) FROM unnest($2::text[]) AS m", b.forced, msgs)
 	if err != nil {
 		b.log.Debug("postgres: announcing a force-release", "name", name, "err", err)
-	}
-}
-
-// heardForced tells the registered clients of a force-release announced.
-func (b *Backend) heardForced(payload string) {
-	var m forced.Message
-	if json.Unmarshal([]byte(payload), &m) == nil {
-		b.notices.Tell(m.Name, []string{m.ID}, m.By)
 	}
 }

@@ -193,7 +193,7 @@ func (l *listener) dispatch(n *pgconn.Notification) {
 	case l.probe:
 		return
 	case l.b.forced:
-		l.b.heardForced(n.Payload)
+		l.b.notices.Heard(n.Payload)
 		return
 	}
 	gs, err := parsePayload(n.Payload)

@@ -3,7 +3,6 @@ package redis
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -169,21 +168,12 @@ func (b *Backend) tellForced(ctx context.Context, name string, hs []sema.Holder,
 	_, err := b.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for _, h := range hs {
 			if h.ID != "" {
-				m, _ := json.Marshal(forced.Message{Name: name, ID: h.ID, By: by})
-				p.Publish(ctx, b.forced, m)
+				p.Publish(ctx, b.forced, forced.Encode(name, h.ID, by))
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		b.cfg.Logger.Debug("sema: redis: publishing a force-release", "name", name, "err", err)
-	}
-}
-
-// heardForced tells the registered clients of a force-release message.
-func (b *Backend) heardForced(msg string) {
-	var m forced.Message
-	if json.Unmarshal([]byte(msg), &m) == nil {
-		b.notices.Tell(m.Name, []string{m.ID}, m.By)
 	}
 }

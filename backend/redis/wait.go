@@ -266,7 +266,7 @@ func (b *Backend) listen(ps *goredis.PubSub) {
 		switch m := m.(type) {
 		case *goredis.Message:
 			if m.Channel == b.forced {
-				b.heardForced(m.Payload)
+				b.notices.Heard(m.Payload)
 			} else {
 				id, _, _ := strings.Cut(m.Payload, " ")
 				w.send(id, m.Payload)

@@ -3,6 +3,7 @@
 package forced
 
 import (
+	"encoding/json"
 	"sync"
 
 	"github.com/sema-dev/sema"
@@ -59,9 +60,25 @@ func (n *Notices) Tell(name string, ids []string, by string) {
 }
 
 // Message is a force-release as backends publish it to other processes
-// (Redis, PostgreSQL, etcd): JSON of this struct.
+// (Redis, PostgreSQL, etcd): JSON of this struct (see Encode).
 type Message struct {
 	Name string `json:"name"`
 	ID   string `json:"id"`
 	By   string `json:"by,omitempty"`
+}
+
+// Encode returns the message of the lease id of name that by
+// force-released.
+func Encode(name, id, by string) string {
+	b, _ := json.Marshal(Message{Name: name, ID: id, By: by})
+	return string(b)
+}
+
+// Heard tells every callback of an encoded message; one that does not
+// decode is dropped.
+func (n *Notices) Heard(msg string) {
+	var m Message
+	if json.Unmarshal([]byte(msg), &m) == nil {
+		n.Tell(m.Name, []string{m.ID}, m.By)
+	}
 }
