@@ -123,26 +123,15 @@ func hot(b *testing.B, n int, lock func(worker int) (func() error, error)) {
 	cpu.report(b, b.N)
 }
 
-// warmUp has every worker take and give back the lock once, untimed, so
-// that both sides are measured in their steady state: connections open,
-// etcd's sessions and sema's etcd leases granted.
+// warmUp has every worker take and give back the lock once (drive.WarmUp).
 func warmUp(b *testing.B, n int, lock func(worker int) (func() error, error)) {
-	b.Helper()
-	errs := make(chan error, n)
-	for w := range n {
-		go func() {
-			unlock, err := lock(w)
-			if err == nil {
-				err = unlock()
-			}
-			errs <- err
-		}()
-	}
-	for range n {
-		if err := <-errs; err != nil {
-			b.Fatal(err)
+	drive.WarmUp(b, n, func(w int) error {
+		unlock, err := lock(w)
+		if err == nil {
+			err = unlock()
 		}
-	}
+		return err
+	})
 }
 
 // BenchmarkDistinct: 64 clients, each on a name of its own.

@@ -40,35 +40,55 @@ var bg = context.Background()
 // runID makes names unique per benchmark run.
 func runID() string { return strings.ToLower(rand.Text()[:10]) }
 
-// turns records who got the lock and how long each waited.
+// turns records who got the lock and how long each waited, from the
+// (skip+1)th turn on: the turns before are the warm-up, while the
+// contenders that arrived at once form the queue and every connection runs
+// its first statements.
 type turns struct {
 	mu       sync.Mutex
+	skip     int
+	seen     int
+	from     time.Time // when the first recorded turn began
 	last     int
-	handoffs int
+	follows  int // recorded turns that followed another
+	handoffs int // ... that another worker had
 	waits    []time.Duration
 }
 
-func newTurns() *turns { return &turns{last: -1} }
+func newTurns(skip int) *turns { return &turns{skip: skip, last: -1} }
 
 // got is called by worker while it holds the hot lock, after waiting w.
 func (t *turns) got(worker int, w time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.last >= 0 && t.last != worker {
-		t.handoffs++
+	t.seen++
+	switch {
+	case t.seen <= t.skip:
+		t.last = worker
+		return
+	case t.seen == t.skip+1:
+		t.from = time.Now().Add(-w)
+	}
+	if t.last >= 0 {
+		t.follows++
+		if t.last != worker {
+			t.handoffs++
+		}
 	}
 	t.last = worker
 	t.waits = append(t.waits, w)
 }
 
-// report adds the hot-name metrics.
-func (t *turns) report(b *testing.B, elapsed time.Duration) {
+// report adds the hot-name metrics of the recorded turns, which ended at
+// end.
+func (t *turns) report(b *testing.B, end time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(t.waits)
 	if n == 0 {
 		return
 	}
+	elapsed := end.Sub(t.from)
 	slices.Sort(t.waits)
 	q := func(p float64) float64 { return float64(t.waits[min(n-1, int(p*float64(n)))]) / 1e6 }
 	b.ReportMetric(float64(t.handoffs)/elapsed.Seconds(), "handoffs/s")
@@ -76,8 +96,8 @@ func (t *turns) report(b *testing.B, elapsed time.Duration) {
 	b.ReportMetric(q(0.50), "wait-p50-ms")
 	b.ReportMetric(q(0.99), "wait-p99-ms")
 	b.ReportMetric(float64(t.waits[n-1])/1e6, "wait-max-ms")
-	if n > 1 {
-		b.ReportMetric(100*float64(n-1-t.handoffs)/float64(n-1), "same-pct")
+	if t.follows > 0 {
+		b.ReportMetric(100*float64(t.follows-t.handoffs)/float64(t.follows), "same-pct")
 	}
 }
 

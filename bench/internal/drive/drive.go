@@ -43,6 +43,22 @@ func Run(b *testing.B, n int, op func(worker int) error) time.Duration {
 	return elapsed
 }
 
+// WarmUp has every one of n workers call op once, all at once and untimed,
+// so that a benchmark measures each system in its steady state:
+// connections open, sessions and server-side plans ready.
+func WarmUp(b *testing.B, n int, op func(worker int) error) {
+	b.Helper()
+	errs := make(chan error, n)
+	for w := range n {
+		go func() { errs <- op(w) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // Waits collects acquisition waits per worker, without locking: each
 // worker appends to its own slice.
 type Waits [][]time.Duration
