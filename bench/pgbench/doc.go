@@ -9,13 +9,16 @@
 //
 //   - BenchmarkUncontended: one client takes and releases one lock in a
 //     loop; ns/op is one acquire+release pair.
-//   - BenchmarkHotName: 64 contenders take turns on one lock. Metrics:
-//     handoffs/s (acquisitions by another contender than the last holder),
-//     acq/s, the wait for the lock (p50, p99, max, in ms), the share of
-//     acquisitions by the last holder (same-pct), and the deadlocks
-//     PostgreSQL detected meanwhile.
+//   - BenchmarkHotName: 64 contenders take turns on one lock, all
+//     starting at once; the metrics are those of the turns after the first
+//     128 (the warm-up, as in the Redis benchmarks: the contenders that
+//     arrived at once queue, every connection runs its first statements).
+//     Metrics: handoffs/s (acquisitions by another contender than the last
+//     holder), acq/s, the wait for the lock (p50, p99, max, in ms), the
+//     share of acquisitions by the last holder (same-pct), and the
+//     deadlocks PostgreSQL detected meanwhile.
 //   - BenchmarkManyNames: 64 contenders each take one of 1,000 locks at
-//     random: pairs/s and deadlocks.
+//     random, after one untimed turn each: pairs/s and deadlocks.
 //
 // sema's contenders are goroutines of one sema client (one backend: a pool
 // and one listen connection), as in a Go program, or spread over 8 clients
