@@ -15,8 +15,10 @@
 //     arrived at once queue, every connection runs its first statements).
 //     Metrics: handoffs/s (acquisitions by another contender than the last
 //     holder), acq/s, the wait for the lock (p50, p99, max, in ms), the
-//     share of acquisitions by the last holder (same-pct), and the
-//     deadlocks PostgreSQL detected meanwhile.
+//     share of acquisitions by the last holder (same-pct), the deadlocks
+//     PostgreSQL detected meanwhile, and the longest wait of the warm-up
+//     (warmup-wait-max-ms: the last of the contenders that arrived at
+//     once).
 //   - BenchmarkManyNames: 64 contenders each take one of 1,000 locks at
 //     random, after one untimed turn each: pairs/s and deadlocks.
 //

@@ -48,7 +48,8 @@ type turns struct {
 	mu       sync.Mutex
 	skip     int
 	seen     int
-	from     time.Time // when the first recorded turn began
+	warmMax  time.Duration // the longest wait of the warm-up
+	from     time.Time     // when the first recorded turn began
 	last     int
 	follows  int // recorded turns that followed another
 	handoffs int // ... that another worker had
@@ -64,7 +65,7 @@ func (t *turns) got(worker int, w time.Duration) {
 	t.seen++
 	switch {
 	case t.seen <= t.skip:
-		t.last = worker
+		t.last, t.warmMax = worker, max(t.warmMax, w)
 		return
 	case t.seen == t.skip+1:
 		t.from = time.Now().Add(-w)
@@ -96,6 +97,7 @@ func (t *turns) report(b *testing.B, end time.Time) {
 	b.ReportMetric(q(0.50), "wait-p50-ms")
 	b.ReportMetric(q(0.99), "wait-p99-ms")
 	b.ReportMetric(float64(t.waits[n-1])/1e6, "wait-max-ms")
+	b.ReportMetric(float64(t.warmMax)/1e6, "warmup-wait-max-ms")
 	if t.follows > 0 {
 		b.ReportMetric(100*float64(t.follows-t.handoffs)/float64(t.follows), "same-pct")
 	}
