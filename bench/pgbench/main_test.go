@@ -52,7 +52,7 @@ type turns struct {
 	from     time.Time     // when the first recorded turn began
 	last     int
 	follows  int // recorded turns that followed another
-	handoffs int // ... that another worker had
+	handoffs int // of those, turns whose previous holder was another worker
 	waits    []time.Duration
 }
 
