@@ -35,6 +35,7 @@ type Backend struct {
 	// bindForHolder)
 	holderBells atomic.Int32
 	wakes       atomic.Int64 // wake-ups by another process: rings and close events received, for tests
+	looks       atomic.Int64 // reads of the state after a close event (see aheadAlive), for tests
 
 	mu      sync.Mutex
 	names   map[string]*nameFile

@@ -120,14 +120,20 @@ func helperMain(role string) error {
 				return err
 			}
 		}
-	case "queue": // acquire weight W of limit L (envArg "L W"); stdin: "wakes" → "wakes N", "release" → "released"
+	case "queue": // acquire weight W of limit L (envArg "L W"); stdin: "wakes" → "wakes N", "looks" → "looks N", "cancel" → "cancelled", "release" → "released"
 		var limit, weight int64 = 1, 1
 		fmt.Sscan(os.Getenv(envArg), &limit, &weight)
 		s := c.Semaphore(os.Getenv(envName), limit, sema.WithTTL(ttl))
 		granted := make(chan *sema.Lease, 1)
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		go func() {
-			l, err := s.Acquire(ctx, sema.WithWeight(weight))
-			if err != nil {
+			l, err := s.Acquire(actx, sema.WithWeight(weight))
+			switch {
+			case err != nil && actx.Err() != nil:
+				fmt.Printf("cancelled %v\n", err)
+				return
+			case err != nil:
 				fmt.Printf("error %v\n", err)
 				os.Exit(1)
 			}
@@ -139,6 +145,10 @@ func helperMain(role string) error {
 			switch in.Text() {
 			case "wakes":
 				fmt.Printf("wakes %d\n", file.Wakeups(b))
+			case "looks":
+				fmt.Printf("looks %d\n", file.Looks(b))
+			case "cancel":
+				cancel()
 			case "release":
 				l := <-granted
 				if err := l.Release(ctx); err != nil {

@@ -153,14 +153,26 @@ func (nf *nameFile) watchIfNeeded(st *state) {
 // just ahead of our first waiter in the queue. A dead one's entries must go
 // at once; the death of any other process changes nothing for us (the one
 // queued behind the dead one looks, as we do here). Without a known state,
-// or when our waiters are not in it, it reports false: read the state.
+// or when our waiters are not in it, it reports false: read the state; with
+// no waiter left, true.
+//
+// On a name of limit 1 a waiter behind another watches that one only. The
+// holders it read may have released since: the entry ahead has been
+// granted after them, or is still queued behind the holder, whose death is
+// then the head's to see. Watching them too would make every process that
+// exits after its release (sema run, a loop of jobs) wake each waiter
+// into a read of the state. An entry ahead that leaves the queue while its
+// process lives on rings the waiter behind it (dropWaiters).
 func (nf *nameFile) aheadAlive() bool {
 	if nf.lockLocal(context.Background()) != nil {
 		return false
 	}
 	defer nf.unlockLocal()
 	st := nf.cache
-	if st == nil {
+	switch {
+	case len(nf.waiting) == 0:
+		return true // granted meanwhile: nothing to look for
+	case st == nil:
 		return false
 	}
 	var seen []uint32
@@ -172,15 +184,19 @@ func (nf *nameFile) aheadAlive() bool {
 		alive, err := slotAlive(nf.rc, slot)
 		return alive && err == nil
 	}
+	first := slices.IndexFunc(st.Waiters, func(w waiterRec) bool {
+		return nf.waiting[w.ID] != nil && nf.ours(w.Slot, w.Nonce)
+	})
+	switch {
+	case first < 0:
+		return false
+	case first > 0 && st.Limit == 1:
+		return check(st.Waiters[first-1].Slot)
+	}
 	for i := range st.Holders {
 		if !check(st.Holders[i].Slot) {
 			return false
 		}
 	}
-	for i := range st.Waiters {
-		if nf.waiting[st.Waiters[i].ID] != nil && nf.ours(st.Waiters[i].Slot, st.Waiters[i].Nonce) {
-			return i == 0 || check(st.Waiters[i-1].Slot)
-		}
-	}
-	return false
+	return first == 0 || check(st.Waiters[first-1].Slot)
 }

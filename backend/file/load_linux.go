@@ -91,9 +91,7 @@ func (nf *nameFile) load(now time.Time) (*state, error) {
 		st.Holders = slices.DeleteFunc(st.Holders, func(h holderRec) bool {
 			return int64(h.Slot) == nf.slot && h.Nonce != nf.nonce
 		})
-		st.Waiters = slices.DeleteFunc(st.Waiters, func(w waiterRec) bool {
-			return int64(w.Slot) == nf.slot && w.Nonce != nf.nonce
-		})
+		nf.dropWaiters(st, func(w *waiterRec) bool { return int64(w.Slot) == nf.slot && w.Nonce != nf.nonce })
 	}
 	if reclaim {
 		nf.reclaim(st, now)
@@ -179,9 +177,7 @@ func (nf *nameFile) dropOrphans(st *state) {
 		_, held := nf.leases[h.ID]
 		return nf.ours(h.Slot, h.Nonce) && !held && nf.waiting[h.ID] == nil
 	})
-	st.Waiters = slices.DeleteFunc(st.Waiters, func(w waiterRec) bool {
-		return nf.ours(w.Slot, w.Nonce) && nf.waiting[w.ID] == nil
-	})
+	nf.dropWaiters(st, func(w *waiterRec) bool { return nf.ours(w.Slot, w.Nonce) && nf.waiting[w.ID] == nil })
 	if n != len(st.Holders)+len(st.Waiters) {
 		nf.dirty = true
 	}

@@ -187,6 +187,7 @@ func (nf *nameFile) pump(d time.Duration) {
 			if nf.aheadAlive() {
 				continue
 			}
+			nf.b.looks.Add(1)
 			if nf.lockLocal(context.Background()) == nil {
 				nf.reapAll = true
 				nf.unlockLocal()
@@ -311,8 +312,7 @@ func (nf *nameFile) leave(w *waiter) {
 	if err != nil {
 		return
 	}
-	if i := st.waiter(w.req.ID); i >= 0 {
-		st.Waiters = append(st.Waiters[:i:i], st.Waiters[i+1:]...)
+	if nf.dropWaiters(st, func(q *waiterRec) bool { return q.ID == w.req.ID && nf.ours(q.Slot, q.Nonce) }) {
 		nf.dirty = true
 	}
 	if i := st.holder(w.req.ID); i >= 0 {
@@ -322,4 +322,32 @@ func (nf *nameFile) leave(w *waiter) {
 	if err := nf.commit(st, now); err != nil {
 		nf.b.log.Warn("file: could not leave the queue", "name", nf.name, "lease", w.req.ID, "err", err)
 	}
+}
+
+// dropWaiters removes the entries of our slot that drop selects from the
+// queue, without a grant, and rings the process of each foreign waiter left
+// just behind one of them: on a name of limit 1 that waiter watches only
+// the process ahead of it (see aheadAlive), which may live on, so it must
+// read the state again. It reports whether it removed any. Called under
+// the state lock: the woken read the state once this step is done.
+func (nf *nameFile) dropWaiters(st *state, drop func(*waiterRec) bool) bool {
+	n := len(st.Waiters)
+	kept := st.Waiters[:0]
+	gap := false
+	for _, w := range st.Waiters {
+		if drop(&w) {
+			gap = true
+			continue
+		}
+		if gap && !nf.ours(w.Slot, w.Nonce) {
+			if addr, err := nf.bellAddr(w.Slot); err == nil {
+				nf.b.ring.ring(addr, readAgain)
+			}
+		}
+		gap = false
+		kept = append(kept, w)
+	}
+	clear(st.Waiters[len(kept):n])
+	st.Waiters = kept
+	return len(kept) != n
 }

@@ -153,3 +153,48 @@ func TestOneReleaseGrantsManyWaitersOfAProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// On a lock, a process that releases and then exits makes no waiter read
+// the state: each waits behind the process just ahead of it, alive, and
+// the holder it saw when it queued has released (the shell loop of sema
+// run, where every holder exits after its release).
+func TestExitAfterReleaseIsNoDeathToTheQueue(t *testing.T) {
+	dir := t.TempDir()
+	first := startHelper(t, "queue", envDir+"="+dir, envName+"=q", envTTL+"=30s", envArg+"=1 1")
+	first.expect("granted", 10*time.Second)
+	hs := queueHelpers(t, dir, "q", 4, 1, 1)
+	prev := first
+	for i, h := range hs {
+		io.WriteString(prev.stdin, "release\n")
+		prev.expect("released", 10*time.Second)
+		h.expect("granted", 10*time.Second)
+		prev.stdin.(io.Closer).Close()
+		if err := prev.wait(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(h.stdin, "looks\n")
+		// The first waiter looks if the holder's exit reaches it before its
+		// grant: it waited behind that holder.
+		if n := atoi64(t, h.expect("looks", 10*time.Second)[0]); n != 0 && i > 0 {
+			t.Fatalf("waiter %d read the state %d times after processes exited that had released", i, n)
+		}
+		prev = h
+	}
+}
+
+// A waiter that leaves the queue of a lock, its process living on, tells
+// the one behind it: that one watches the holder from then on, and is
+// granted at once when the holder is killed, long before its one-minute
+// re-check.
+func TestLeavingWaiterHandsTheWatchBack(t *testing.T) {
+	dir := t.TempDir()
+	holder := startHelper(t, "queue", envDir+"="+dir, envName+"=q", envTTL+"=30s", envArg+"=1 1")
+	holder.expect("granted", 10*time.Second)
+	hs := queueHelpers(t, dir, "q", 2, 1, 1)
+	io.WriteString(hs[0].stdin, "cancel\n")
+	hs[0].expect("cancelled", 10*time.Second)
+	if err := holder.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	hs[1].expect("granted", 10*time.Second)
+}
