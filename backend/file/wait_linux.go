@@ -325,18 +325,18 @@ func (nf *nameFile) leave(w *waiter) {
 }
 
 // dropWaiters removes the entries of our slot that drop selects from the
-// queue, without a grant, and rings the process of each foreign waiter left
-// just behind one of them: on a name of limit 1 that waiter watches only
-// the process ahead of it (see aheadAlive), which may live on, so it must
-// read the state again. It reports whether it removed any. Called under
-// the state lock: the woken read the state once this step is done.
+// queue, without a grant. On a name of limit 1 it rings the process of
+// each foreign waiter left just behind one of them: that waiter watches
+// only the process ahead of it (see aheadAlive), which may live on, so it
+// must read the state again. It reports whether it removed any. Called
+// under the state lock: the woken read the state once this step is done.
 func (nf *nameFile) dropWaiters(st *state, drop func(*waiterRec) bool) bool {
 	n := len(st.Waiters)
 	kept := st.Waiters[:0]
 	gap := false
 	for _, w := range st.Waiters {
 		if drop(&w) {
-			gap = true
+			gap = st.Limit == 1
 			continue
 		}
 		if gap && !nf.ours(w.Slot, w.Nonce) {
