@@ -70,4 +70,5 @@ END {
 	printf "\n3 permits, 50 workers x 20 tasks of 2ms (time / ideal %.0fms; max running)\n", 50 * 20 * 2 / 3
 	printf "  sema %s (max %s)   mutex per slot %s (max %s)\n", fmt(s, "%.2fx"), fmt(get("Semaphore3/sema", "max-running"), "%.0f"),
 		fmt(m, "%.2fx"), fmt(get("Semaphore3/etcd-mutex-slots", "max-running"), "%.0f")
+	printf "  etcd writes only (a put per queued task, a delete per hand-off) %s\n", fmt(get("Semaphore3/etcd-writes-only", "x-ideal"), "%.2fx")
 }') "$out"
