@@ -77,21 +77,29 @@ func newSema(b *testing.B, n int) []*sema.Client {
 	return cs
 }
 
+// newEtcdClient returns a client of etcd's own (a connection of its own),
+// closed with b.
+func newEtcdClient(b *testing.B) *clientv3.Client {
+	b.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(b), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
 // newMutexes returns n etcd mutexes on pfx, each with a session (an etcd
 // lease kept alive, TTL 15s as sema's default) and a connection of its own.
 func newMutexes(b *testing.B, n int, pfx string) []*concurrency.Mutex {
 	b.Helper()
 	ms := make([]*concurrency.Mutex, n)
 	for i := range ms {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(b), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		s, err := concurrency.NewSession(newEtcdClient(b), concurrency.WithTTL(15))
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, err := concurrency.NewSession(cli, concurrency.WithTTL(15))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = s.Close(); _ = cli.Close() })
+		b.Cleanup(func() { _ = s.Close() }) // before its client's Close (cleanups run last first)
 		ms[i] = concurrency.NewMutex(s, pfx)
 	}
 	return ms
@@ -130,11 +138,7 @@ func (m cpuMeter) report(b *testing.B, ops int) {
 // with a session of its own (a shared session would make them reentrant).
 func newSharedMutexes(b *testing.B, n int, pfx string) []*concurrency.Mutex {
 	b.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(b), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cli.Close() })
+	cli := newEtcdClient(b)
 	ms := make([]*concurrency.Mutex, n)
 	for i := range ms {
 		s, err := concurrency.NewSession(cli, concurrency.WithTTL(15))

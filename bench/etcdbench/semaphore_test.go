@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"go.uber.org/zap"
 )
 
 // The semaphore benchmark's workload.
@@ -72,11 +70,7 @@ func semaphorePair(b *testing.B) {
 // permit back, before the next task may start. Nothing is read, watched or
 // checked: it is the cost of those writes alone.
 func writesOnly(b *testing.B) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(b), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cli.Close()
+	cli := newEtcdClient(b)
 	pfx := "/writes/sem3/" + runID() + "/"
 	permitsFree := make(chan struct{}, permits)
 	runTasks(b, func(w int) (func() error, error) {
