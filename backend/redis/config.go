@@ -3,6 +3,7 @@ package redis
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -89,7 +90,35 @@ func (c Config) Validate() error {
 	if rt := d.readTimeout(); c.WaitReplicas > 0 && rt > 0 && d.WaitTimeout >= rt {
 		return fmt.Errorf("%w: redis: WaitTimeout %v must be below the read timeout %v", sema.ErrInvalidArgument, d.WaitTimeout, rt)
 	}
+	if err := c.validAddrs(); err != nil {
+		return err
+	}
 	return validPrefix(d.Prefix)
+}
+
+// validAddrs checks the TCP addresses of the servers: a port out of range
+// is a mistake in the URL, not a server to retry dialing.
+func (c Config) validAddrs() error {
+	var addrs []string
+	switch {
+	case c.Single != nil && (c.Single.Network == "" || c.Single.Network == "tcp"):
+		addrs = []string{c.Single.Addr}
+	case c.Cluster != nil:
+		addrs = c.Cluster.Addrs
+	}
+	for _, a := range addrs {
+		if a == "" {
+			continue // go-redis's default, localhost:6379
+		}
+		_, port, err := net.SplitHostPort(a)
+		if err != nil {
+			return fmt.Errorf("%w: redis: address %q: %v", sema.ErrInvalidArgument, a, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%w: redis: address %q: port must be between 1 and 65535", sema.ErrInvalidArgument, a)
+		}
+	}
+	return nil
 }
 
 // readTimeout is the connections' read timeout as go-redis will use it

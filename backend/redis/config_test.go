@@ -28,6 +28,7 @@ func TestParseURL(t *testing.T) {
 		"redis://h:1?recheck=-1s", "redis://h:1?wait_replicas=x", "redis://h:1?wait_replicas=-1", "redis://h:1?wait_timeout=0s",
 		"redis://h:1?prefix=a{b", "redis://h:1?prefix=", "redis://h:1?cluster=maybe", "redis://h:1/2?addr=h:2",
 		"redis://h:1#frag", "redis://h:1?wait_replicas=1&wait_timeout=5s", "redis://h:1?%zz",
+		"redis://h:0", "redis://h:99999/0", "redis://h:1?addr=h:70000", "redis://h:65536?cluster=true",
 	} {
 		if _, err := ParseURL(bad); !errors.Is(err, sema.ErrInvalidArgument) {
 			t.Errorf("ParseURL(%q) = %v, want ErrInvalidArgument", bad, err)

@@ -134,7 +134,7 @@ func parseBase(raw string) (*url.URL, error) {
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("%w: remote: server url port %q", sema.ErrInvalidArgument, p)
+			return nil, fmt.Errorf("%w: remote: server url port %q: must be between 1 and 65535", sema.ErrInvalidArgument, p)
 		}
 	}
 	b := &url.URL{Scheme: scheme, Host: u.Host, Path: strings.TrimRight(u.Path, "/")}
