@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -87,6 +88,7 @@ func lookup(name string) *command {
 // returns the exit code.
 func Main(args []string) int {
 	supervise.NoteIgnored()
+	routeRedisLog(slog.New(slog.DiscardHandler))
 	ctx, stop := context.Background(), func() {}
 	if sigs := supervise.Catchable(os.Interrupt, syscall.SIGTERM); len(sigs) > 0 {
 		ctx, stop = signal.NotifyContext(ctx, sigs...)

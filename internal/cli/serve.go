@@ -98,6 +98,7 @@ func runServe(ctx context.Context, env *Env, o *serveOptions) int {
 		return ExitUsage
 	}
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	routeRedisLog(logger)
 	if err := serve(ctx, env, o, logger); err != nil {
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(env.Stderr, "sema serve: %s\n", errMessage(err))
