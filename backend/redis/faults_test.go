@@ -223,3 +223,29 @@ func TestDeadRedisFailsFast(t *testing.T) {
 		t.Fatalf("took %v", d)
 	}
 }
+
+// A Redis that stops answering while the backend subscribes to its
+// wake-ups holds up neither the caller, whose ctx ends, nor Close: the
+// attempt itself lasts until its own timeout.
+func TestSubscribeFrozenServer(t *testing.T) {
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
+	b := open(t, r.URL())
+	r.Freeze()
+	defer r.Thaw()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := redis.Subscribe(b, ctx); err == nil {
+		t.Fatal("subscribed to a frozen server")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("subscribe returned %v after its ctx ended", d)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waits for the attempt to subscribe")
+	}
+}

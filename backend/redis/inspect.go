@@ -153,11 +153,8 @@ func (b *Backend) NotifyForced(f func(sema.ForceNotice)) (stop func()) {
 // and clients want to hear of force-releases; a failed attempt is made
 // again at the next grant.
 func (b *Backend) holding() {
-	if b.noticing.Load() && !b.wake.ready.Load() && b.subscribing.CompareAndSwap(false, true) {
-		go func() {
-			_ = b.subscribe(context.Background())
-			b.subscribing.Store(false)
-		}()
+	if b.noticing.Load() && !b.wake.ready.Load() && !b.closed.Load() {
+		b.wake.attempt(b)
 	}
 }
 

@@ -33,9 +33,8 @@ type Backend struct {
 	done    chan struct{} // closed by Close
 	waiting sync.WaitGroup
 
-	notices     forced.Notices // told of force-releases (see NotifyForced)
-	noticing    atomic.Bool    // a client registered with NotifyForced
-	subscribing atomic.Bool    // holding is subscribing
+	notices  forced.Notices // told of force-releases (see NotifyForced)
+	noticing atomic.Bool    // a client registered with NotifyForced
 
 	inflight atomic.Int32           // script calls in flight
 	apOnce   sync.Once              // makes ap

@@ -31,12 +31,19 @@ import (
 // wakeups is a backend's subscription to its own channel and the waits it
 // serves.
 type wakeups struct {
-	subMu sync.Mutex      // held while subscribing
-	ps    *goredis.PubSub // nil until the first wait
-	ready atomic.Bool     // ps is subscribed
+	ready atomic.Bool // ps is subscribed
 	mu    sync.Mutex
+	ps    *goredis.PubSub        // nil until the first wait
+	sub   *subAttempt            // the subscription being made, if any
 	ws    map[string]chan string // lease ID → its wake-ups: a grant message, or "" (look again)
 	early map[string]earlyGrant  // grant messages that came before their wait registered
+}
+
+// subAttempt is one attempt to subscribe; done is closed when it ends,
+// with err set if it failed.
+type subAttempt struct {
+	done chan struct{}
+	err  error
 }
 
 // earlyGrant is a grant message kept for a wait that registers after it
@@ -222,28 +229,66 @@ func parseGrant(req *sema.Request, msg string) (sema.Grant, bool) {
 }
 
 // subscribe makes this backend listen on its channel, once; it returns
-// when Redis has confirmed the subscription. The subscription serves every
-// later wait: it is bounded by a timeout of its own, not by ctx.
+// when Redis has confirmed the subscription, when ctx ends or when the
+// backend is closed. The subscription serves every later wait, so it is
+// made by a goroutine of its own, bounded by a timeout of its own: neither
+// a caller whose ctx ends nor Close waits for a server that does not
+// answer.
 func (b *Backend) subscribe(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	w := &b.wake
-	w.subMu.Lock()
-	defer w.subMu.Unlock()
-	if w.subscribed() {
+	if b.wake.subscribed() {
 		return nil
 	}
-	ps := b.rdb.Subscribe(ctx, b.channel, b.forced)
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return wrap("subscribe to wake-ups", "", err)
+	a := b.wake.attempt(b)
+	select {
+	case <-a.done:
+		return a.err
+	case <-ctx.Done():
+		return wrap("subscribe to wake-ups", "", context.Cause(ctx))
+	case <-b.done:
+		return fmt.Errorf("redis: subscribe to wake-ups: %w", sema.ErrClosed)
 	}
+}
+
+// attempt returns the attempt to subscribe in progress, starting one if
+// none is.
+func (w *wakeups) attempt(b *Backend) *subAttempt {
 	w.mu.Lock()
-	w.ps = ps
+	defer w.mu.Unlock()
+	if w.sub == nil {
+		w.sub = &subAttempt{done: make(chan struct{})}
+		go b.trySubscribe(w.sub)
+	}
+	return w.sub
+}
+
+// subscribeTimeout bounds one attempt to subscribe.
+const subscribeTimeout = 10 * time.Second
+
+// trySubscribe is attempt a: it subscribes, and listens if Redis confirms
+// before the backend is closed.
+func (b *Backend) trySubscribe(a *subAttempt) {
+	defer close(a.done)
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	ps := b.rdb.Subscribe(ctx, b.channel, b.forced)
+	_, err := ps.Receive(ctx)
+	w := &b.wake
+	w.mu.Lock()
+	w.sub = nil
+	if err == nil && b.closed.Load() {
+		err = goredis.ErrClosed // Close found no subscription to close: this one
+	}
+	if err == nil {
+		w.ps = ps
+		w.ready.Store(true)
+	}
 	w.mu.Unlock()
-	w.ready.Store(true)
+	if err != nil {
+		_ = ps.Close()
+		a.err = wrap("subscribe to wake-ups", "", err)
+		return
+	}
 	go b.listen(ps)
-	return nil
 }
 
 // listenIdle is how long the subscription may stay silent before it is
@@ -378,9 +423,9 @@ func (w *wakeups) unregister(id string) {
 	w.mu.Unlock()
 }
 
+// close closes the subscription. An attempt still in progress closes its
+// own when it ends (it sees the backend closed).
 func (w *wakeups) close() {
-	w.subMu.Lock()
-	defer w.subMu.Unlock()
 	w.mu.Lock()
 	ps := w.ps
 	w.ps = nil
