@@ -173,7 +173,9 @@ func (b *Backend) Stats() Stats {
 
 // Close fails the waiting Acquires with sema.ErrClosed (taking their
 // requests out of the queue), stops the listen connection and closes the
-// pool. Leases stay in the database until released or expired.
+// pool, waiting at most closeWait for its connections (a server that does
+// not answer cannot hold it longer). Leases stay in the database until
+// released or expired.
 func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return nil
@@ -182,9 +184,24 @@ func (b *Backend) Close() error {
 	b.closing.Lock() // the waiting Acquires have returned
 	defer b.closing.Unlock()
 	b.lis.stop()
-	b.pool.Close()
+	closed := make(chan struct{})
+	go func() {
+		b.pool.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(closeWait):
+	}
 	return nil
 }
+
+// closeWait bounds how long Close waits for the pool's connections to
+// close. pgx closes a connection whose call was cut short by first asking
+// the server to cancel that call, for up to 15 s; a server that does not
+// answer must not hold Close that long. The connections finish closing in
+// the background.
+const closeWait = 2 * time.Second
 
 // sweepLoop deletes the rows of idle names, with their expired leases and
 // waiters, every cfg.Sweep (with jitter, so that many clients do not sweep
