@@ -96,6 +96,14 @@ func (c Config) Validate() error {
 	return validPrefix(d.Prefix)
 }
 
+// addrs names the servers, for messages.
+func (c Config) addrs() string {
+	if c.Cluster != nil {
+		return strings.Join(c.Cluster.Addrs, ",")
+	}
+	return c.Single.Addr
+}
+
 // validAddrs checks the TCP addresses of the servers: a port out of range
 // is a mistake in the URL, not a server to retry dialing.
 func (c Config) validAddrs() error {

@@ -249,3 +249,24 @@ func TestSubscribeFrozenServer(t *testing.T) {
 		t.Fatal("Close waits for the attempt to subscribe")
 	}
 }
+
+// A server that accepts connections but answers nothing is an error of
+// Open within its bound, not after go-redis's retries of every dial and
+// read (about 40 s).
+func TestOpenFrozenServer(t *testing.T) {
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
+	r.Freeze()
+	defer r.Thaw()
+	start := time.Now()
+	b, err := redis.Open(context.Background(), r.URL())
+	if err == nil {
+		b.Close()
+		t.Fatal("opened a frozen server")
+	}
+	if !errors.Is(err, sema.ErrUnavailable) {
+		t.Errorf("Open: %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("Open gave up after %v", d)
+	}
+}

@@ -60,9 +60,14 @@ func Open(ctx context.Context, rawURL string) (*Backend, error) {
 	return New(ctx, cfg)
 }
 
+// probeTimeout bounds New's checks of the server: one that accepts
+// connections but does not answer (stopped, overloaded) is an error
+// within that time, not after go-redis's retries of every dial and read.
+const probeTimeout = 10 * time.Second
+
 // New connects to Redis, checks that it can serve sema (version 7 or
 // later, a primary, the scripts load) and what it keeps across a restart,
-// and returns the backend. go-redis's clients are made with
+// within ctx and at most probeTimeout, and returns the backend. go-redis's clients are made with
 // ContextTimeoutEnabled, so that every call respects its context's
 // deadline. Close closes the client.
 func New(ctx context.Context, cfg Config) (*Backend, error) {
@@ -93,9 +98,14 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		// PUBLISH counts only the node's own: it cannot tell a dead waiter.
 		b.rdb, b.live = b.cluster, "0"
 	}
-	srv, err := b.probe(ctx)
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	srv, err := b.probe(pctx)
 	if err != nil {
 		_ = b.rdb.Close()
+		if pctx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("redis: %s: %w: no answer within %v", cfg.addrs(), sema.ErrUnavailable, probeTimeout)
+		}
 		return nil, err
 	}
 	b.g = guarantees(cfg, srv, b.cluster != nil)
