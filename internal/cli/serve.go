@@ -243,7 +243,8 @@ func openServed(ctx context.Context, env *Env, o *serveOptions, logger *slog.Log
 			return nil, "", fmt.Errorf("--backend: %w", err)
 		}
 		if d, ok := b.(sema.Declarer); ok && !d.Guarantees().DurableFencing {
-			logger.Warn("sema serve: the backend's state and fencing tokens do not survive a restart of this server", "backend", label)
+			logger.Warn("sema serve: the backend may lose its state and fencing tokens when it restarts", "backend", label,
+				"guarantees", d.Guarantees().Notes)
 		}
 		return b, label, nil
 	}
