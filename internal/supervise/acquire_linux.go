@@ -112,8 +112,14 @@ func (s *supervisor) heldMessage(c *sema.Client, err error, expired bool) string
 	var he *sema.HeldError
 	if errors.As(err, &he) {
 		holders, limit = he.Holders, he.Limit
-	} else if st, derr := c.Describe(context.Background(), s.cfg.Name); derr == nil {
-		holders, limit = st.Holders, st.Limit
+	} else {
+		// Who holds it is worth a short look, not a wait on a backend
+		// that does not answer.
+		dctx, cancel := context.WithTimeout(context.Background(), waitNote)
+		if st, derr := c.Describe(dctx, s.cfg.Name); derr == nil {
+			holders, limit = st.Holders, st.Limit
+		}
+		cancel()
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%q not acquired", s.cfg.Name)
