@@ -57,7 +57,7 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 				orElse: []clientv3.Op{isForced(forced)}}
 		})
 		if err != nil {
-			b.dropEntry(key, lease.id) // in case the Txn was applied all the same
+			b.dropLease(lease.id) // in case the Txn was applied all the same
 			return sema.Grant{}, b.acquireFail(ctx, op, err)
 		}
 		l = lease
@@ -269,8 +269,24 @@ func (b *Backend) deleteEntry(key string, rev int64) (bool, error) {
 	return resp.Succeeded, nil
 }
 
-// dropEntry deletes the entry key if it is on etcd lease id: the entry of
-// a call whose outcome is unknown. Best effort, on a context of its own.
+// dropLease revokes etcd lease id, which a call whose outcome is unknown
+// put its entry on: the entry goes with the lease if etcd applied the
+// call, and cannot be put if etcd applies the call later (a put on a
+// revoked lease fails). A delete of the entry by its key would miss a call
+// that etcd applies after the delete, and leak its permits until the lease
+// expired. Best effort, on a context of its own.
+func (b *Backend) dropLease(id clientv3.LeaseID) {
+	if id == 0 {
+		return
+	}
+	ctx, cancel := b.call(context.Background())
+	defer cancel()
+	_, _ = b.cli.Revoke(ctx, id)
+}
+
+// dropEntry deletes the entry key if it is on etcd lease id: an entry put,
+// on a lease that cannot be confirmed. Best effort, on a context of its
+// own.
 func (b *Backend) dropEntry(key string, id clientv3.LeaseID) {
 	if id == 0 || key == "" {
 		return

@@ -132,9 +132,9 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 				orElse: []clientv3.Op{isForced(forced), clientv3.OpGet(nd, clientv3.WithPrefix())}}
 		})
 		if err != nil {
-			// The Txn may have been applied all the same: take the entry
-			// back if it is on this call's lease.
-			b.dropEntry(key, l.id)
+			// The Txn may have been applied, or be applied yet: take the
+			// entry back with this call's lease.
+			b.dropLease(l.id)
 			b.local.unpend(key)
 			return sema.Grant{}, b.acquireFail(ctx, op, err)
 		}
