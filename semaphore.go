@@ -111,10 +111,14 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool, opts []AcquireOption
 		g, err := s.c.grant(ctx, req, wait)
 		if err != nil {
 			if ctx.Err() != nil {
-				// The backend may have granted just as ctx ended: give it back.
-				// A Blocker should have given it back itself; this covers one
-				// that missed the race.
-				s.c.giveBack(ctx, req)
+				// The backend may have granted just as ctx ended: give it
+				// back. A Blocker gives back its own (see Blocker; the
+				// conformance suite's CancelWhileWaiting checks it): a second
+				// release would only keep the caller waiting on a backend
+				// that does not answer.
+				if !wait || s.c.blocker == nil {
+					s.c.giveBack(ctx, req)
+				}
 				return nil, notAcquired(ctx)
 			}
 			return nil, err
