@@ -67,9 +67,9 @@ const probeTimeout = 10 * time.Second
 
 // New connects to Redis, checks that it can serve sema (version 7 or
 // later, a primary, the scripts load) and what it keeps across a restart,
-// within ctx and at most probeTimeout, and returns the backend. go-redis's clients are made with
-// ContextTimeoutEnabled, so that every call respects its context's
-// deadline. Close closes the client.
+// within ctx and at most probeTimeout, and returns the backend. go-redis's
+// clients are made with ContextTimeoutEnabled, so that every call respects
+// its context's deadline. Close closes the client.
 func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
