@@ -144,7 +144,7 @@ func orphanGroups() []int {
 		if err != nil {
 			continue
 		}
-		state, ppid, pgrp, ok := parseStatParent(b)
+		state, ppid, pgrp, ok := ParseStatParent(b)
 		if ok && ppid == self && state != 'Z' && state != 'X' && pgrp > 1 && pgrp != syscall.Getpgrp() {
 			groups = append(groups, pgrp)
 		}

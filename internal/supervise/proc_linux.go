@@ -129,12 +129,13 @@ func describe(ws syscall.WaitStatus) string {
 // parseStat extracts the state and process group from /proc/PID/stat:
 // "pid (comm) state ppid pgrp ...", where comm may hold spaces and parens.
 func parseStat(b []byte) (state byte, pgrp int, ok bool) {
-	state, _, pgrp, ok = parseStatParent(b)
+	state, _, pgrp, ok = ParseStatParent(b)
 	return state, pgrp, ok
 }
 
-// parseStatParent also returns the parent PID.
-func parseStatParent(b []byte) (state byte, ppid, pgrp int, ok bool) {
+// ParseStatParent reads a /proc/PID/stat as parseStat does, and also
+// returns the parent PID.
+func ParseStatParent(b []byte) (state byte, ppid, pgrp int, ok bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0, 0, 0, false
@@ -208,7 +209,7 @@ func ancestors() []int {
 		if err != nil {
 			break
 		}
-		_, ppid, _, ok := parseStatParent(b)
+		_, ppid, _, ok := ParseStatParent(b)
 		if !ok {
 			break
 		}

@@ -3,8 +3,9 @@ package testenv
 import (
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/sema-dev/sema/internal/supervise"
 )
 
 // Freeze stops the server and every process it started for its
@@ -36,10 +37,7 @@ func (p *Proc) signalTree(sig syscall.Signal) {
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid …: comm may hold spaces, so split after it.
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+		if _, ppid, _, ok := supervise.ParseStatParent(b); ok && ppid == pid {
 			_ = syscall.Kill(child, sig)
 		}
 	}
