@@ -30,6 +30,15 @@ starting to unlock to the next holder, when that is another process:
 p50, p99), and the share of acquisitions that went to the process that
 made the previous increment.
 
+--locks fifo adds a reference lock: a ticket lock in a shared mapping
+of a file, each waiter asleep in futex(2) on a word of its own, so that an
+unlock wakes the next process in line and no other. It keeps no owner,
+expiry or liveness (a holder that dies blocks it for good: it is no lock
+to use), which makes it what any strictly FIFO hand-off between processes
+costs at least on this host: sema's figures beyond it are sema's own
+work, and flock's gains over it come from letting the releasing process
+take the lock again (barging). Linux only.
+
 Then, unless --handoffs is 0, the hand-off with one waiter: two processes,
 each keeping the lock 1 ms after its increment and keeping away from it
 1 ms after releasing it, so that every acquisition is a hand-off to a
@@ -53,7 +62,7 @@ func parseContendArgs(args []string, w io.Writer) (o lockbench.ContendOptions, c
 	procs := fs.String("procs", "2,8,50", "comma-separated `list` of process counts P (\"\": none)")
 	fs.IntVar(&o.Increments, "increments", 2000, "increments per round (`N`), shared among the P processes")
 	fs.IntVar(&o.Rounds, "rounds", 5, "`N` rounds per P, each lock once per round")
-	locks := fs.String("locks", "sema,flock", "`which` locks to measure: sema, flock")
+	locks := fs.String("locks", "sema,flock", "`which` locks to measure: sema, flock, fifo")
 	fs.StringVar(&o.Backend, "backend", "", "sema backend `URL` (default: file:// in a directory under --dir; $SEMA_BACKEND is not used)")
 	fs.StringVar(&o.Dir, "dir", "", "working `directory` for the counter (and default lock) files (default: a temporary one, removed at the end)")
 	fs.IntVar(&o.Relay, "handoffs", 400, "increments per round (`N`) of the hand-off measure with one waiter; 0: skip it")
@@ -90,7 +99,7 @@ func parseContendArgs(args []string, w io.Writer) (o lockbench.ContendOptions, c
 	case lockbench.IsMemURL(o.Backend):
 		return o, cli, false, usageError("--backend %s lives in one process: the processes of this benchmark would not share it", o.Backend)
 	}
-	if o.Locks, err = pickList("--locks", *locks, "sema", "flock"); err != nil {
+	if o.Locks, err = pickList("--locks", *locks, "sema", "flock", "fifo"); err != nil {
 		return o, cli, false, err
 	}
 	return o, cli, false, nil

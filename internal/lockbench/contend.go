@@ -24,7 +24,7 @@ type ContendOptions struct {
 	Procs      []int    // process counts P
 	Increments int      // increments per round, over all P processes
 	Rounds     int      // rounds per P, each lock once per round, in alternating order
-	Locks      []string // "sema", "flock" ("none" in tests)
+	Locks      []string // "sema", "flock", "fifo" (the reference FIFO lock); "none" in tests
 	Backend    string   // the sema backend's URL, for the report
 	Dir        string   // working directory: counter and lock files
 	// Spawn prepares worker process id (see Worker), which increments the
@@ -94,6 +94,9 @@ func Contend(ctx context.Context, o ContendOptions, out, progress io.Writer) err
 func contendRounds(ctx context.Context, o ContendOptions, p, n int, pace time.Duration, progress io.Writer) (_ []*contendResult, err error) {
 	path := filepath.Join(o.Dir, fmt.Sprintf("counter-%d-%d", p, pace))
 	if err := counter(path).write(0, -1); err != nil {
+		return nil, err
+	}
+	if err := resetTicketLock(path + ".fifo"); err != nil {
 		return nil, err
 	}
 	name := "bench-contend/" + rand.Text()[:8]

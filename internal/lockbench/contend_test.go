@@ -68,3 +68,20 @@ func TestContendFlock(t *testing.T) {
 		t.Errorf("%d rounds checked, want 4:\n%s", n, progress.String())
 	}
 }
+
+// The reference FIFO lock excludes as flock(2) does: the count is exact
+// in every round, beside flock in alternating order.
+func TestContendTicketLock(t *testing.T) {
+	opts := testOptions(t, 4, "flock", "fifo")
+	opts.Relay = 20
+	var out, progress bytes.Buffer
+	if err := Contend(context.Background(), opts, &out, &progress); err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if n := strings.Count(progress.String(), "fifo  round"); n != 4 {
+		t.Errorf("%d fifo rounds, want 4:\n%s", n, progress.String())
+	}
+	if n := strings.Count(progress.String(), "counter exact"); n != 8 {
+		t.Errorf("%d rounds checked, want 8:\n%s", n, progress.String())
+	}
+}

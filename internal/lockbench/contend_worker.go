@@ -120,6 +120,12 @@ func Worker(ctx context.Context, a WorkerArgs, in io.Reader, out io.Writer) erro
 	}
 	defer fl.close()
 	lockers["flock"] = fl
+	tl, err := openTicketLock(a.Counter + ".fifo")
+	if err != nil {
+		return err
+	}
+	defer tl.close()
+	lockers["fifo"] = tl
 	if a.Open != nil {
 		b, err := a.Open(ctx)
 		if err != nil {

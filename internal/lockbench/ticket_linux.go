@@ -1,0 +1,97 @@
+package lockbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// ticketLock is the contend scenario's reference FIFO lock: a ticket lock
+// in a shared mapping of a file beside the counter, each waiter asleep in
+// futex(2) on a word of its own, so that an unlock wakes the next process
+// in line and no other. It keeps nothing but its two counters: no owner,
+// no expiry, no liveness (a holder that dies blocks it for good, so it is
+// for the benchmark only). It is what a strictly FIFO hand-off between
+// processes costs at least: what sema costs beyond it is sema's own work,
+// and what flock(2) gains over it is its barging.
+type ticketLock struct {
+	mem     []byte
+	next    *uint32 // the next ticket to hand out
+	serving *uint32 // the ticket that may hold the lock
+	slots   []uint32
+}
+
+// The ticket file: next and serving, then one futex word per slot; the
+// waiter with ticket t sleeps on slot t mod ticketSlots. Slots outnumber
+// the processes of a run (at most 1,000), so no two waiters share one.
+const (
+	ticketSlots    = 1024
+	ticketSlotsOff = 64
+	ticketFileSize = ticketSlotsOff + 4*ticketSlots
+)
+
+// futex(2) operations on a shared (not process-private) word.
+const (
+	futexWait = 0
+	futexWake = 1
+)
+
+// resetTicketLock writes a fresh ticket file at path.
+func resetTicketLock(path string) error {
+	return os.WriteFile(path, make([]byte, ticketFileSize), 0o600)
+}
+
+func openTicketLock(path string) (*ticketLock, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	mem, err := syscall.Mmap(int(f.Fd()), 0, ticketFileSize, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("ticket lock %s: %w", path, err)
+	}
+	return &ticketLock{
+		mem:     mem,
+		next:    (*uint32)(unsafe.Pointer(&mem[0])),
+		serving: (*uint32)(unsafe.Pointer(&mem[4])),
+		slots:   unsafe.Slice((*uint32)(unsafe.Pointer(&mem[ticketSlotsOff])), ticketSlots),
+	}, nil
+}
+
+// lock takes a ticket and sleeps until it is served. A ticket cannot be
+// given back, so a wait that ctx ends leaves the lock unusable: the round
+// fails, as it would with a dead holder.
+func (t *ticketLock) lock(ctx context.Context) (func() error, error) {
+	my := atomic.AddUint32(t.next, 1) - 1
+	w := &t.slots[my%ticketSlots]
+	timeout := syscall.NsecToTimespec(int64(100 * time.Millisecond))
+	for {
+		seq := atomic.LoadUint32(w) // before the check: an unlock after it changes w
+		if atomic.LoadUint32(t.serving) == my {
+			return func() error { t.unlock(my); return nil }, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		_, _, errno := syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(seq),
+			uintptr(unsafe.Pointer(&timeout)), 0, 0)
+		if errno != 0 && errno != syscall.EAGAIN && errno != syscall.EINTR && errno != syscall.ETIMEDOUT {
+			return nil, fmt.Errorf("ticket lock: futex wait: %w", errno)
+		}
+	}
+}
+
+// unlock serves the next ticket and wakes its waiter.
+func (t *ticketLock) unlock(my uint32) {
+	atomic.StoreUint32(t.serving, my+1)
+	w := &t.slots[(my+1)%ticketSlots]
+	atomic.AddUint32(w, 1)
+	_, _, _ = syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, 1, 0, 0, 0)
+}
+
+func (t *ticketLock) close() error { return syscall.Munmap(t.mem) }
