@@ -62,6 +62,7 @@ func TestBenchPivotUsage(t *testing.T) {
 		{"bench", "contend", "--rounds", "0"},
 		{"bench", "contend", "--backend", "mem://"},
 		{"bench", "contend", "--locks", "none"},
+		{"bench", "contend", "--locks", "sema,futex"},
 		{"bench", "contend", "extra"},
 	} {
 		var errb bytes.Buffer
@@ -79,18 +80,18 @@ func TestBenchContendSmoke(t *testing.T) {
 	t.Parallel()
 	fileBackend(t) // skips the test without one
 	out, stderr, code := runSema(t, "", "bench", "contend", "--procs", "2,3", "--increments", "60", "--rounds", "2",
-		"--handoffs", "10", "--cli-loops", "3", "--cli-runs", "2", "--dir", t.TempDir())
+		"--handoffs", "10", "--cli-loops", "3", "--cli-runs", "2", "--locks", "sema,flock,fifo", "--dir", t.TempDir())
 	if code != 0 {
 		t.Fatalf("exit %d; stderr: %s", code, stderr)
 	}
-	for _, want := range []string{"incr/s", "hand-off with one waiter", "shell loops", "sema run", "load average after"} {
+	for _, want := range []string{"incr/s", "hand-off with one waiter", "fifo", "shell loops", "sema run", "load average after"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	// 2 P × 2 rounds × 2 locks, 2 hand-off rounds × 2 locks, 2 shell rounds
+	// 2 P × 2 rounds × 3 locks, 2 hand-off rounds × 3 locks, 2 shell rounds
 	// × 2 commands (1 without flock(1) on the host)
-	if n := strings.Count(stderr, "counter exact"); n != 16 && n != 14 {
+	if n := strings.Count(stderr, "counter exact"); n != 22 && n != 20 {
 		t.Errorf("%d rounds checked:\n%s", n, stderr)
 	}
 	t.Logf("%s", out)
