@@ -34,6 +34,10 @@ const (
 	ticketFileSize = ticketSlotsOff + 4*ticketSlots
 )
 
+// ticketStuck is how long a wait sees the same ticket served before it
+// gives up: far longer than any increment of the benchmark takes.
+var ticketStuck = 10 * time.Second
+
 // futex(2) operations on a shared (not process-private) word.
 const (
 	futexWait = 0
@@ -65,18 +69,26 @@ func openTicketLock(path string) (*ticketLock, error) {
 
 // lock takes a ticket and sleeps until it is served. A ticket cannot be
 // given back, so a wait that ctx ends leaves the lock unusable: the round
-// fails, as it would with a dead holder.
+// fails, as it does when the lock stops moving for ticketStuck (its holder
+// or a process in line died).
 func (t *ticketLock) lock(ctx context.Context) (func() error, error) {
 	my := atomic.AddUint32(t.next, 1) - 1
 	w := &t.slots[my%ticketSlots]
 	timeout := syscall.NsecToTimespec(int64(100 * time.Millisecond))
+	seen, since := atomic.LoadUint32(t.serving), time.Now()
 	for {
 		seq := atomic.LoadUint32(w) // before the check: an unlock after it changes w
-		if atomic.LoadUint32(t.serving) == my {
+		serving := atomic.LoadUint32(t.serving)
+		if serving == my {
 			return func() error { t.unlock(my); return nil }, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if serving != seen {
+			seen, since = serving, time.Now()
+		} else if time.Since(since) > ticketStuck {
+			return nil, fmt.Errorf("ticket lock: ticket %d served for %v: a process holding or in line died", serving, ticketStuck)
 		}
 		_, _, errno := syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(seq),
 			uintptr(unsafe.Pointer(&timeout)), 0, 0)
