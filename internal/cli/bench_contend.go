@@ -33,11 +33,11 @@ made the previous increment.
 --locks fifo adds a reference lock: a ticket lock in a shared mapping
 of a file, each waiter asleep in futex(2) on a word of its own, so that an
 unlock wakes the next process in line and no other. It keeps no owner,
-expiry or liveness (a holder that dies blocks it for good: it is no lock
-to use), which makes it what any strictly FIFO hand-off between processes
-costs at least on this host: sema's figures beyond it are sema's own
-work, and flock's gains over it come from letting the releasing process
-take the lock again (barging). Linux only.
+expiry or liveness (it is no lock to use: a holder that dies stops it,
+and the round fails after 10 s), which makes it what any strictly FIFO
+hand-off between processes costs at least on this host: sema's figures
+beyond it are sema's own work, and flock's gains over it come from
+letting the releasing process take the lock again (barging). Linux only.
 
 Then, unless --handoffs is 0, the hand-off with one waiter: two processes,
 each keeping the lock 1 ms after its increment and keeping away from it
