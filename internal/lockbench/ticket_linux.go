@@ -14,10 +14,11 @@ import (
 // in a shared mapping of a file beside the counter, each waiter asleep in
 // futex(2) on a word of its own, so that an unlock wakes the next process
 // in line and no other. It keeps nothing but its two counters: no owner,
-// no expiry, no liveness (a holder that dies blocks it for good, so it is
-// for the benchmark only). It is what a strictly FIFO hand-off between
-// processes costs at least: what sema costs beyond it is sema's own work,
-// and what flock(2) gains over it is its barging.
+// no expiry, no liveness (a holder that dies stops it, and its waiters
+// fail after ticketStuck: it is for the benchmark only). It is what a
+// strictly FIFO hand-off between processes costs at least: what sema
+// costs beyond it is sema's own work, and what flock(2) gains over it is
+// its barging.
 type ticketLock struct {
 	mem     []byte
 	next    *uint32 // the next ticket to hand out
