@@ -91,8 +91,7 @@ func (t *ticketLock) lock(ctx context.Context) (func() error, error) {
 		} else if time.Since(since) > ticketStuck {
 			return nil, fmt.Errorf("ticket lock: ticket %d served for %v: a process holding or in line died", serving, ticketStuck)
 		}
-		_, _, errno := syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(seq),
-			uintptr(unsafe.Pointer(&timeout)), 0, 0)
+		errno := futex(w, futexWait, seq, &timeout)
 		if errno != 0 && errno != syscall.EAGAIN && errno != syscall.EINTR && errno != syscall.ETIMEDOUT {
 			return nil, fmt.Errorf("ticket lock: futex wait: %w", errno)
 		}
@@ -104,7 +103,14 @@ func (t *ticketLock) unlock(my uint32) {
 	atomic.StoreUint32(t.serving, my+1)
 	w := &t.slots[(my+1)%ticketSlots]
 	atomic.AddUint32(w, 1)
-	_, _, _ = syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, 1, 0, 0, 0)
+	futex(w, futexWake, 1, nil)
+}
+
+// futex calls futex(2) on the shared word w: x/sys has no wrapper for it.
+func futex(w *uint32, op int, val uint32, timeout *syscall.Timespec) syscall.Errno {
+	_, _, errno := syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(w)), uintptr(op), uintptr(val),
+		uintptr(unsafe.Pointer(timeout)), 0, 0)
+	return errno
 }
 
 func (t *ticketLock) close() error { return syscall.Munmap(t.mem) }
