@@ -46,6 +46,8 @@ END {
 	s = get("Uncontended/sema", "ms/pair"); m = get("Uncontended/etcd-mutex", "ms/pair")
 	printf "\nUncontended acquire+release, one client (ms/pair; lower is better)\n"
 	printf "  sema %s   etcd mutex %s   mutex/sema %s\n", fmt(s, "%.3f"), fmt(m, "%.3f"), ratio(m, s)
+	w = get("Uncontended/etcd-writes-only", "ms/pair")
+	if (w > 0) printf "  etcd writes only (a put and a delete) %s   writes/mutex %s\n", fmt(w, "%.3f"), ratio(w, m)
 
 	split("HotShared HotName HotFew", hs, " ")
 	label["HotShared"] = "64 goroutines sharing one connection"
@@ -63,6 +65,10 @@ END {
 		}
 		printf "  sema/mutex hand-offs %s; mutex/sema wait p99 %s\n", ratio(get(b "/sema", "handoffs/s"), get(b "/etcd-mutex", "handoffs/s")),
 			ratio(get(b "/etcd-mutex", "wait-p99-ms"), get(b "/sema", "wait-p99-ms"))
+		k = b "/etcd-writes-only"
+		if ((k, "handoffs/s") in seen)
+			printf "  etcd writes only (a put as a client queues, a delete per hand-off): %s hand-offs/s, %s the mutex'"'"'s\n",
+				fmt(get(k, "handoffs/s"), "%.0f"), ratio(get(k, "handoffs/s"), get(b "/etcd-mutex", "handoffs/s"))
 	}
 	s = get("Distinct/sema", "pairs/s"); m = get("Distinct/etcd-mutex", "pairs/s")
 	printf "\n64 clients on distinct names (pairs/s)\n  sema %s   etcd mutex %s   sema/mutex %s\n", fmt(s, "%.0f"), fmt(m, "%.0f"), ratio(s, m)

@@ -58,6 +58,9 @@ END {
 	if (s > 0 && p > 0) printf "  %-28s %12.2fx   (target <= 1)\n", "sema / polled, time", s / p
 	s = get("Uncontended/sema-exec", "ns/op")
 	if (s > 0 && p > 0) printf "  %-28s %12.2fx\n", "sema unnamed / polled", s / p
+	s = get("Uncontended/lease-row-only", "ns/op")
+	if (s > 0 && p > 0) printf "  %-28s %12s %10s   (a floor: the lease row alone, %.2fx the polled table)\n", "lease row only",
+		fmt(s / 1000, "%.0f"), fmt(get("Uncontended/lease-row-only", "pairs/s"), "%.0f"), s / p
 
 	printf "\nHot name: 64 contenders, one lock\n"
 	printf "  %-28s %10s %8s %9s %9s %9s %6s %9s %9s\n", "", "handoffs/s", "acq/s", "p50 ms", "p99 ms", "max ms", "same%", "deadlocks", "conflicts"

@@ -23,8 +23,21 @@ func pair(b *testing.B, mutexName string, mutexFn, semaFn func(*testing.B)) {
 	b.Run(mutexName, mutexFn)
 }
 
-// BenchmarkUncontended: one client, acquire and release in a row.
+// BenchmarkUncontended: one client, acquire and release in a row. Beside
+// sema and the mutex, "etcd-writes-only" is the floor of any lock's turn
+// (see pairWritesOnly); it runs first when the mutex does, else last.
 func BenchmarkUncontended(b *testing.B) {
+	if mutexFirst {
+		b.Run("etcd-writes-only", pairWritesOnly)
+	}
+	uncontendedPair(b)
+	if !mutexFirst {
+		b.Run("etcd-writes-only", pairWritesOnly)
+	}
+}
+
+// uncontendedPair runs sema and the mutex, in pair's order.
+func uncontendedPair(b *testing.B) {
 	pair(b, "etcd-mutex", func(b *testing.B) {
 		m := newMutexes(b, 1, "/mutex/u/"+runID())[0]
 		warmUp(b, 1, func(int) (func() error, error) { return lock(m) })
@@ -68,7 +81,22 @@ func BenchmarkHotName(b *testing.B) { hotName(b, clients) }
 // BenchmarkHotFew: 4 clients take turns on one lock.
 func BenchmarkHotFew(b *testing.B) { hotName(b, 4) }
 
+// Beside sema and the mutex, "etcd-writes-only" shows what the writes of
+// a turn alone allow (see hotWritesOnly); it runs first when the mutex
+// does, else last.
 func hotName(b *testing.B, n int) {
+	floor := func(b *testing.B) { hotWritesOnly(b, n) }
+	if mutexFirst {
+		b.Run("etcd-writes-only", floor)
+	}
+	hotPair(b, n)
+	if !mutexFirst {
+		b.Run("etcd-writes-only", floor)
+	}
+}
+
+// hotPair runs sema and the mutex on one hot name, in pair's order.
+func hotPair(b *testing.B, n int) {
 	pair(b, "etcd-mutex", func(b *testing.B) {
 		ms := newMutexes(b, n, "/mutex/hot/"+runID())
 		hot(b, n, func(w int) (func() error, error) { return lock(ms[w]) })
