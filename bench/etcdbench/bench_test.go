@@ -27,13 +27,7 @@ func pair(b *testing.B, mutexName string, mutexFn, semaFn func(*testing.B)) {
 // sema and the mutex, "etcd-writes-only" is the floor of any lock's turn
 // (see pairWritesOnly); it runs first when the mutex does, else last.
 func BenchmarkUncontended(b *testing.B) {
-	if mutexFirst {
-		b.Run("etcd-writes-only", pairWritesOnly)
-	}
-	uncontendedPair(b)
-	if !mutexFirst {
-		b.Run("etcd-writes-only", pairWritesOnly)
-	}
+	withFloor(b, pairWritesOnly, func() { uncontendedPair(b) })
 }
 
 // uncontendedPair runs sema and the mutex, in pair's order.
@@ -85,14 +79,7 @@ func BenchmarkHotFew(b *testing.B) { hotName(b, 4) }
 // a turn alone allow (see hotWritesOnly); it runs first when the mutex
 // does, else last.
 func hotName(b *testing.B, n int) {
-	floor := func(b *testing.B) { hotWritesOnly(b, n) }
-	if mutexFirst {
-		b.Run("etcd-writes-only", floor)
-	}
-	hotPair(b, n)
-	if !mutexFirst {
-		b.Run("etcd-writes-only", floor)
-	}
+	withFloor(b, func(b *testing.B) { hotWritesOnly(b, n) }, func() { hotPair(b, n) })
 }
 
 // hotPair runs sema and the mutex on one hot name, in pair's order.

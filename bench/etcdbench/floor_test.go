@@ -8,6 +8,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// withFloor runs both sides of a comparison (sides) and the floor beside
+// them, as "etcd-writes-only": first when the mutex runs first, else last.
+func withFloor(b *testing.B, floor func(*testing.B), sides func()) {
+	if mutexFirst {
+		b.Run("etcd-writes-only", floor)
+	}
+	sides()
+	if !mutexFirst {
+		b.Run("etcd-writes-only", floor)
+	}
+}
+
 // hotWritesOnly runs the hot-name workload of n clients, a connection
 // each, on a lock of this process (a channel of one) that makes only the
 // two etcd writes every turn of a lock between processes makes on etcd: a

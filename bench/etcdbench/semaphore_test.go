@@ -28,13 +28,7 @@ var ideal = time.Duration(workers*tasks) * work / permits
 // them, "etcd-writes-only" shows what sema's writes alone cost on the same
 // etcd (see writesOnly); it runs first when the mutex does, else last.
 func BenchmarkSemaphore3(b *testing.B) {
-	if mutexFirst {
-		b.Run("etcd-writes-only", writesOnly)
-	}
-	semaphorePair(b)
-	if !mutexFirst {
-		b.Run("etcd-writes-only", writesOnly)
-	}
+	withFloor(b, writesOnly, func() { semaphorePair(b) })
 }
 
 // semaphorePair runs sema's semaphore and the mutex per slot, in pair's order.
