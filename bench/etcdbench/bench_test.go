@@ -75,9 +75,9 @@ func BenchmarkHotName(b *testing.B) { hotName(b, clients) }
 // BenchmarkHotFew: 4 clients take turns on one lock.
 func BenchmarkHotFew(b *testing.B) { hotName(b, 4) }
 
-// Beside sema and the mutex, "etcd-writes-only" shows what the writes of
-// a turn alone allow (see hotWritesOnly); it runs first when the mutex
-// does, else last.
+// hotName runs n clients on one lock: sema, the mutex, and beside them
+// "etcd-writes-only", what the writes of a turn alone allow (see
+// hotWritesOnly).
 func hotName(b *testing.B, n int) {
 	withFloor(b, func(b *testing.B) { hotWritesOnly(b, n) }, func() { hotPair(b, n) })
 }

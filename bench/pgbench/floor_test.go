@@ -27,7 +27,6 @@ CREATE SEQUENCE IF NOT EXISTS floor_tokens AS bigint`
 // leases, its limit or its queue, and nothing counts them.
 func leaseRowOnly(b *testing.B) {
 	pool := conns(b, 1)
-	defer pool.Close()
 	if _, err := pool.Exec(bg, leaseRowTable); err != nil {
 		b.Fatal(err)
 	}
