@@ -13,8 +13,8 @@
 // renewals; a waiter's by the waiting call). Its create revision orders
 // the queue (FIFO) and is the lease's fencing token. The holders are the
 // longest head of the queue whose weights fit in the limit: a waiter is
-// granted when the entries ahead of it leave, never before an earlier one,
-// with nothing written. Each step is one Txn with compares on revisions:
+// granted when the entries ahead of it leave, never before an earlier one.
+// Each step is one Txn with compares on revisions:
 //
 //   - acquire puts the entry if no entry of another limit exists (else
 //     sema.ErrLimitMismatch) and reads the tail of the queue, so a waiter
@@ -28,11 +28,17 @@
 //
 // A waiter watches only what is ahead of it: the entry just ahead, or, once
 // every entry ahead holds, the deletions of the queue, counted against
-// what is ahead. A release thus wakes the one waiter it can serve. Watches
-// start at the current revision, which etcd serves at once (a watch from a
-// past revision, as etcd's own concurrency.Mutex starts, waits for a
-// catch-up loop that runs every 100ms); one read after the watch exists
-// closes the gap. etcd reads that revision just before it registers the
+// what is ahead. A release thus wakes the one waiter it can serve. A
+// waiter granted after a wait marks its entry (rewrites it, in the
+// background): the waiter just behind it learns that it holds, so a lock's
+// release hands the lock on with no read of the queue, and a semaphore's
+// waiter behind a grant that leaves room is woken.
+//
+// Watches start at the current revision, which etcd serves at once (a
+// watch from a past revision, as etcd's own concurrency.Mutex starts,
+// waits for a catch-up loop that runs every 100ms); one read after the
+// watch exists closes the gap (a read the member serves itself, no round
+// of the leader). etcd reads that revision just before it registers the
 // watch, so a write in between still leaves an occasional watch to the
 // catch-up loop: a waiter near the head of the queue opens its watch twice
 // and takes each event from whichever delivers it first. Waiters of the
@@ -77,7 +83,8 @@
 //   - A leader change extends every lease by its TTL (etcd's rule), so a
 //     dead holder may hold that much longer.
 //   - Acquire costs a Txn (and a keepalive beside it when the etcd lease
-//     it reuses was last renewed over a second ago), release a Txn;
+//     it reuses was last renewed over a second ago), and one more, the
+//     mark, if it waited on a waiter of another client; release a Txn;
 //     TryAcquire on a busy name reads it. A name's keys are reused by each process, but
 //     every key ever written stays in etcd's index until a compaction: run
 //     etcd with auto-compaction.

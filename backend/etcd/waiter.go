@@ -233,9 +233,9 @@ func (w *waiter) keepAlive(ctx context.Context, done chan<- struct{}) {
 }
 
 // granted finishes a grant: a request whose TTL is longer than the waiter
-// TTL moves its entry to a lease of its own TTL; a grant that leaves room
-// for the next waiter marks the entry, which wakes that waiter (it watches
-// this entry); then the grant is recorded.
+// TTL moves its entry to a lease of its own TTL; else a grant after a wait
+// marks the entry (see mark) unless the waiter behind it is of this
+// backend; then the grant is recorded.
 func (w *waiter) granted(ctx context.Context, waited bool, ahead []entry) (sema.Grant, error) {
 	b, req := w.b, w.req
 	val := w.val
@@ -257,6 +257,7 @@ func (w *waiter) granted(ctx context.Context, waited bool, ahead []entry) (sema.
 		w.life.Store(int64(life))
 	}
 	l := w.lease
+	moved := false
 	if hold := ttlSeconds(req.TTL); w.want < hold {
 		// Move the entry to a lease of the request's TTL (same key: same
 		// place, same token); the waiter lease, keyless now, is reused.
@@ -280,16 +281,22 @@ func (w *waiter) granted(ctx context.Context, waited bool, ahead []entry) (sema.
 			b.keepIdle(w.want, w.lease) // it has no key now
 		}
 		l, life = nl, nlife
-		w.owned = true
+		w.owned, moved = true, true
 	}
-	if !b.local.hold(w.key, w.rev, ahead) && waited && req.Limit > 1 && req.Weight < req.Limit {
-		b.mark(w.key, w.rev, val) // wakes a waiter of another process behind it
+	if !b.local.hold(w.key, w.rev, ahead) && waited && !moved && (req.Limit == 1 || req.Weight < req.Limit) {
+		b.mark(w.key, w.rev, val)
 	}
 	return b.granted(req, w.key, w.rev, l, w.owned, val, life, life-w.start), nil
 }
 
-// mark rewrites a granted entry (same lease) in the background: the put is
-// the event that wakes the waiter behind it.
+// mark rewrites a granted entry (same lease, its value's Granted set) in
+// the background. The put is the event that tells the waiter just behind
+// it, in another process, that the entry holds: behind a semaphore's
+// holder that leaves room, that waiter may hold now too; behind a lock's
+// holder, nothing else is ahead of it, so the holder's release grants it
+// with no read (see watch). It costs a grant that waited one write more,
+// and spares the waiter behind it a read of the queue at the moment the
+// lock is handed on.
 func (b *Backend) mark(key string, rev int64, val value) {
 	b.background(func(ctx context.Context) {
 		_, _ = b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).

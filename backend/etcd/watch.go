@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sema-dev/sema"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -52,8 +53,9 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 	recheck := time.NewTimer(w.b.cfg.Recheck)
 	defer recheck.Stop()
 	model := slices.Clone(ahead)
-	var created int   // watches open
-	var startAt int64 // the newest revision a watch started after
+	var created int    // watches open
+	var startAt int64  // the newest revision a watch started after
+	predHolds := false // a lock's entry just ahead is known granted
 	for {
 		var resp clientv3.WatchResponse
 		var ok bool
@@ -84,10 +86,11 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 			// state too).
 			if !head {
 				// Only the entry ahead matters: a read of that key.
-				changed, gat, err := w.changed(ctx, pred)
-				if err != nil || changed {
+				changed, holds, gat, err := w.changed(ctx, pred, startAt)
+				if err != nil || changed && !holds {
 					return reread()
 				}
+				predHolds = predHolds || holds
 				at = gat
 				continue
 			}
@@ -110,6 +113,14 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 				continue // already in the state read
 			}
 			if !head {
+				switch {
+				case ev.Type == clientv3.EventTypePut && w.holds(ev.Kv, pred):
+					predHolds = true
+					continue
+				case ev.Type == clientv3.EventTypeDelete && predHolds:
+					// A lock's holder just ahead left: nothing is ahead now.
+					return q, at, []entry{}, nil
+				}
 				return reread()
 			}
 			k := string(ev.Kv.Key)
@@ -125,16 +136,42 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 }
 
 // changed reads entry e's key and reports whether it is no longer the
-// entry read (gone, or rewritten: a grant mark, a move to a longer lease),
-// with the revision of the read.
-func (w *waiter) changed(ctx context.Context, e entry) (bool, int64, error) {
-	cctx, cancel := w.b.call(ctx)
-	defer cancel()
-	resp, err := w.b.cli.Get(cctx, e.key)
-	if err != nil {
-		return false, 0, err
+// entry read (gone, or rewritten: a grant mark, a move to a longer lease);
+// holds, if e is a lock's entry rewritten as granted (see holds); and the
+// revision of the read. The read is served by the member itself (no round
+// of the cluster's leader) unless that member is behind revision since (a
+// watch of the waiter's started there): any revision from since on tells
+// what the watch may have missed, and an entry once granted stays so.
+func (w *waiter) changed(ctx context.Context, e entry, since int64) (changed, holds bool, rev int64, err error) {
+	for _, opts := range [][]clientv3.OpOption{{clientv3.WithSerializable()}, nil} {
+		cctx, cancel := w.b.call(ctx)
+		resp, err := w.b.cli.Get(cctx, e.key, opts...)
+		cancel()
+		if err != nil {
+			return false, false, 0, err
+		}
+		if resp.Header.Revision < since {
+			continue
+		}
+		if len(resp.Kvs) == 0 {
+			return true, false, resp.Header.Revision, nil
+		}
+		kv := resp.Kvs[0]
+		return kv.CreateRevision != e.rev || kv.ModRevision != e.mod, w.holds(kv, e), resp.Header.Revision, nil
 	}
-	return len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.rev || resp.Kvs[0].ModRevision != e.mod, resp.Header.Revision, nil
+	return true, false, 0, nil // behind even so: read the queue
+}
+
+// holds reports whether kv is the entry pred of a lock rewritten as
+// granted (see mark): pred then holds, so nothing else is ahead of the
+// waiter just behind it, and never will be. Only a grant rewrites an
+// entry after its put.
+func (w *waiter) holds(kv *mvccpb.KeyValue, pred entry) bool {
+	if w.req.Limit != 1 {
+		return false
+	}
+	_, e, ok := w.b.k.decodeEntry(kv)
+	return ok && !e.broken && e.rev == pred.rev && e.val.Granted != 0
 }
 
 // anchor keeps one watch open for as long as the backend is open: clientv3
