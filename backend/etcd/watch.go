@@ -13,7 +13,9 @@ import (
 // watch waits, through an etcd watch, for a change that may grant the
 // waiter. While an entry ahead waits too, it watches only the entry just
 // ahead (its deletion, or a put: a grant mark or a move to a longer lease)
-// and then reads the queue again. Once every entry ahead holds, it watches
+// and then reads the queue again, except behind a lock's entry known
+// granted (see holds), whose deletion grants the waiter with no read.
+// Once every entry ahead holds, it watches
 // the deletions of the queue and counts them against the entries ahead: the
 // grant needs no read. A watch starts at the current revision, so etcd
 // treats it as synced at once (a watch from an older revision is served by
