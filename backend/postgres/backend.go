@@ -27,7 +27,6 @@ type Backend struct {
 	pool *pgxpool.Pool
 	lis  *listener
 	stmt statements
-	tag  string // schema and prefix, hashed into channel names
 
 	forced   string         // the channel force-releases are announced on
 	notices  forced.Notices // told of force-releases (see NotifyForced)
@@ -108,9 +107,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("postgres: %w: %v", sema.ErrInvalidArgument, err)
 	}
 	b := &Backend{cfg: cfg, pool: pool, done: make(chan struct{}), log: cfg.Logger}
-	h := sha256.Sum256([]byte(cfg.Schema + "\x00" + cfg.TablePrefix))
-	b.tag = string(h[:])
-	b.forced = b.channel("") // no lock has the empty name
+	b.forced = forcedChannel(cfg.Schema, cfg.TablePrefix)
 	b.stmt = statements{
 		acquire:      b.sql("SELECT * FROM {{acquire}}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"),
 		check:        b.sql("SELECT * FROM {{check}}($1, $2, $3)"),
@@ -134,13 +131,13 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 // sql fills the object names of this backend into text.
 func (b *Backend) sql(text string) string { return sqlText(b.cfg.Schema, b.cfg.TablePrefix, text) }
 
-// channel is the NOTIFY channel of name: a hash, as channel names are
-// identifiers of at most 63 bytes and names are up to 255.
-func (b *Backend) channel(name string) string {
-	h := sha256.New()
-	h.Write([]byte(b.tag))
-	h.Write([]byte(name))
-	return "sema_" + hex.EncodeToString(h.Sum(nil)[:16])
+// forcedChannel is the NOTIFY channel of the force-releases of the tables
+// of schema and prefix, the same in every process: a hash, as channel
+// names are identifiers of at most 63 bytes.
+func forcedChannel(schema, prefix string) string {
+	tag := sha256.Sum256([]byte(schema + "\x00" + prefix))
+	h := sha256.Sum256(tag[:])
+	return "sema_" + hex.EncodeToString(h[:16])
 }
 
 // Guarantees declares what the PostgreSQL backend promises.

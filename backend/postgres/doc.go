@@ -29,7 +29,7 @@
 // one call of a PL/pgSQL function (sql/functions.sql): one statement, one
 // short transaction, no lock held while a client waits. When the name's
 // row shows the permits free and nobody queued, an acquire is two
-// statements (lock the row, add the lease), and a release without waiters
+// statements (update the row, add the lease), and a release without waiters
 // is two (lock the row, delete the lease). The rows of names nobody holds
 // or waits for are swept every Config.Sweep.
 //
@@ -38,11 +38,12 @@
 // A request that cannot be granted is queued. The step that frees permits
 // — a release, a cancelled wait, a force-release, or the head waiter's
 // look when a lease it waits for expires — grants them to the head of the
-// queue in its own transaction and sends a NOTIFY on the name's channel,
-// which PostgreSQL delivers when that transaction commits: one commit per
-// hand-off. Each Backend keeps one listen connection for all its waiters;
-// it LISTENs on the channels of the names they wait for and hands each
-// grant to its request. Without a notification a waiter looks at its
+// queue in its own transaction and sends a NOTIFY on the channel of the
+// waiting process, which PostgreSQL delivers when that transaction
+// commits: one commit per hand-off. Each Backend has a channel of its own,
+// which the requests it queues carry, and one listen connection for all
+// its waiters, which LISTENs on that channel and hands each grant to its
+// request: a grant reaches the process that waits for it and no other. Without a notification a waiter looks at its
 // request every Config.Recheck (a cheap look that locks nothing), and at
 // the expiry that may free its turn. When the listen connection breaks it
 // is reopened, and every waiter looks again.
@@ -88,9 +89,13 @@
 //     its own, which a holder's listen connection LISTENs on (opened, in
 //     the background, once the process holds a lease): the holder learns
 //     at once, or, if the notification is missed, at its next renewal.
-//   - Tables of schema version 1 are upgraded in place (a holds column, a
-//     new force_release); processes still running an older sema fail their
-//     force-releases until they are upgraded too.
+//   - Tables of schema versions 1 and 2 are upgraded in place when a newer
+//     sema opens them. From version 1 (a holds column, a new
+//     force_release), processes still running the older sema fail their
+//     force-releases until they are upgraded too. From version 2 (domains
+//     instead of CHECK constraints, a request queued with its process's
+//     channel), a request queued before the upgrade may learn of its grant
+//     at its next look (Config.Recheck) rather than by notification.
 //
 // # Caveats
 //
@@ -106,8 +111,9 @@
 //     release hands it permits in that window, they stay taken until that
 //     lease's TTL, as for a holder that dies.
 //   - Every NOTIFY in a database wakes every listening session of that
-//     database (PostgreSQL's design), so the cost of a hand-off grows with
-//     the number of processes waiting on any name of the database.
+//     database, if only for the session to find it is not for it
+//     (PostgreSQL's design), so the cost of a hand-off in the database
+//     grows with the number of client processes listening on it.
 //   - A waiting Acquire rides out an unreachable database for up to
 //     Config.WaiterTTL, then fails with sema.ErrUnavailable.
 //   - An acquire statement in flight is not abandoned when its context

@@ -20,54 +20,49 @@ import (
 const (
 	probeTimeout = 5 * time.Second  // for a notification to come back when the connection opens
 	pingEvery    = 15 * time.Second // a silent connection is pinged, so that a dead one is noticed
-	linger       = 30 * time.Second // a channel nobody here waits on is kept that long before UNLISTEN
 	maxRedial    = 2 * time.Second  // the longest pause between attempts to reopen it
 )
 
 // listener is the backend's one LISTEN connection, shared by every waiting
-// Acquire of the backend: it LISTENs on the channel of each name this
-// process waits for (and on the one of force-releases, see NotifyForced), hands the grants each notification announces to the
-// waiting requests they are for, and reopens itself when the connection
-// breaks. On every (re)opening it first checks that notifications reach it
-// (a probe: a NOTIFY sent through the pool must come back), and afterwards
-// tells every waiter to look at its request again, as notifications may
-// have been lost in between.
+// Acquire of the backend. It LISTENs on a channel of this backend's own,
+// which the requests it queues carry, so that a grant's NOTIFY reaches the
+// process that waits for it and no other; and on the channel of
+// force-releases (see NotifyForced). It hands the grants each notification
+// announces to the waiting requests they are for, and reopens itself when
+// the connection breaks. On every (re)opening it first checks that
+// notifications reach it (a probe: a NOTIFY sent through the pool must
+// come back), and afterwards tells every waiter to look at its request
+// again, as notifications may have been lost in between.
 type listener struct {
-	b      *Backend
-	cfg    *pgx.ConnConfig
-	probe  string // this listener's probe channel
-	ctx    context.Context
-	cancel context.CancelFunc // ends ctx: the listener stops
+	b       *Backend
+	cfg     *pgx.ConnConfig
+	channel string // this backend's channel
+	ctx     context.Context
+	cancel  context.CancelFunc // ends ctx: the listener stops
 
 	mu        sync.Mutex
 	running   bool
 	exited    chan struct{}
-	chans     map[string]*chanState
 	waiters   map[string]*waiter // by lease ID
 	gen       uint64             // number of the open connection; changes at each (re)opening
 	connected bool               // the connection of gen is open, its LISTENs in place
 	attempts  int                // connection attempts finished
 	misrouted error              // the last opening's probe got nothing back
 	changed   chan struct{}      // closed (and replaced) when the state above changes
-	pending   bool               // a LISTEN or UNLISTEN is due
-	interrupt context.CancelFunc // interrupts the wait for a notification
 
 	reconnects atomic.Int64
 }
 
-type chanState struct {
-	waiters  int       // registered waiters of this backend
-	listened uint64    // gen of the connection LISTENing on it, 0 if none
-	idle     time.Time // when its last waiter left
-}
-
 // waiter is a waiting Acquire's registration.
 type waiter struct {
-	id, channel string
-	gen         uint64        // the connection that covered the channel when registered, 0 if none
-	grant       chan grantMsg // a grant of this request was announced
-	recheck     chan struct{} // look at the request again (notifications may have been lost)
+	id      string
+	gen     uint64        // the connection open when registered, 0 if none
+	grant   chan grantMsg // a grant of this request was announced
+	recheck chan struct{} // look at the request again (notifications may have been lost)
 }
+
+// probePayload is what the probe sends on the listener's own channel.
+const probePayload = "probe"
 
 var errMisrouted = errors.New("notifications sent through the pool do not reach the listen connection: " +
 	"it goes through a transaction-mode pooler (PgBouncer?); point the listen URL " +
@@ -76,24 +71,18 @@ var errMisrouted = errors.New("notifications sent through the pool do not reach 
 func newListener(b *Backend, cfg *pgx.ConnConfig) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &listener{
-		b: b, cfg: cfg, probe: "sema_probe_" + strings.ToLower(rand.Text()[:16]), ctx: ctx, cancel: cancel,
-		chans: map[string]*chanState{}, waiters: map[string]*waiter{}, changed: make(chan struct{}),
+		b: b, cfg: cfg, channel: "sema_w_" + strings.ToLower(rand.Text()), ctx: ctx, cancel: cancel,
+		waiters: map[string]*waiter{}, changed: make(chan struct{}),
 	}
 }
 
 // register makes the grants announced for lease id reach the returned
-// waiter. It does not LISTEN: see ensure.
-func (l *listener) register(channel, id string) *waiter {
-	w := &waiter{id: id, channel: channel, grant: make(chan grantMsg, 1), recheck: make(chan struct{}, 1)}
+// waiter. It does not open the connection: see ensure.
+func (l *listener) register(id string) *waiter {
+	w := &waiter{id: id, grant: make(chan grantMsg, 1), recheck: make(chan struct{}, 1)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	cs := l.chans[channel]
-	if cs == nil {
-		cs = &chanState{}
-		l.chans[channel] = cs
-	}
-	cs.waiters++
-	if l.connected && cs.listened == l.gen {
+	if l.connected {
 		w.gen = l.gen
 	}
 	l.waiters[id] = w
@@ -106,19 +95,14 @@ func (l *listener) unregister(w *waiter) {
 	if l.waiters[w.id] == w {
 		delete(l.waiters, w.id)
 	}
-	if cs := l.chans[w.channel]; cs != nil {
-		if cs.waiters--; cs.waiters == 0 {
-			cs.idle = time.Now()
-		}
-	}
 }
 
-// ensure makes sure that notifications on w's channel reach w from now on.
-// poll reports whether one could have been missed since w registered (the
-// caller then looks at its request once). It fails only if the listen
-// connection cannot receive notifications at all (errMisrouted); while the
-// database is unreachable the waiter polls, and is told to look again when
-// the connection is back.
+// ensure makes sure that notifications reach w from now on. poll reports
+// whether one could have been missed since w registered (the caller then
+// looks at its request once). It fails only if the listen connection
+// cannot receive notifications at all (errMisrouted); while the database
+// is unreachable the waiter polls, and is told to look again when the
+// connection is back.
 func (l *listener) ensure(ctx context.Context, w *waiter) (poll bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -130,15 +114,8 @@ func (l *listener) ensure(ctx context.Context, w *waiter) (poll bool, err error)
 		switch {
 		case l.misrouted != nil:
 			return true, fmt.Errorf("postgres: %w: %w", sema.ErrUnavailable, l.misrouted)
-		case l.connected && l.chans[w.channel].listened == l.gen:
+		case l.connected, l.attempts > 0:
 			return true, nil
-		case !l.connected && l.attempts > 0:
-			return true, nil
-		case l.connected:
-			l.pending = true
-			if l.interrupt != nil {
-				l.interrupt()
-			}
 		}
 		ch := l.changed
 		l.mu.Unlock()
@@ -187,13 +164,13 @@ func (l *listener) stop() {
 }
 
 // dispatch hands the grants a notification announces to their waiters. A
-// payload that is not sema's makes the channel's waiters look again.
+// payload that is not sema's makes every waiter look again.
 func (l *listener) dispatch(n *pgconn.Notification) {
-	switch n.Channel {
-	case l.probe:
-		return
-	case l.b.forced:
+	switch {
+	case n.Channel == l.b.forced:
 		l.b.notices.Heard(n.Payload)
+		return
+	case n.Channel != l.channel || n.Payload == probePayload:
 		return
 	}
 	gs, err := parsePayload(n.Payload)
@@ -202,18 +179,16 @@ func (l *listener) dispatch(n *pgconn.Notification) {
 	if err != nil {
 		l.b.log.Debug("postgres: ignoring a notification", "channel", n.Channel, "err", err)
 		for _, w := range l.waiters {
-			if w.channel == n.Channel {
-				poke(w.recheck)
-			}
+			poke(w.recheck)
 		}
 		return
 	}
-	l.handLocked(n.Channel, gs)
+	l.handLocked(gs)
 }
 
 // deliver hands grants made by a step of this backend to its waiters at
 // once, without waiting for their notification.
-func (l *listener) deliver(channel string, grants []row) {
+func (l *listener) deliver(grants []row) {
 	if len(grants) == 0 {
 		return
 	}
@@ -223,12 +198,12 @@ func (l *listener) deliver(channel string, grants []row) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.handLocked(channel, gs)
+	l.handLocked(gs)
 }
 
-func (l *listener) handLocked(channel string, gs []grantMsg) {
+func (l *listener) handLocked(gs []grantMsg) {
 	for _, g := range gs {
-		if w := l.waiters[g.id]; w != nil && w.channel == channel {
+		if w := l.waiters[g.id]; w != nil {
 			select {
 			case w.grant <- g:
 			default: // it has one already: the same grant, announced twice

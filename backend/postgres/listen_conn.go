@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,9 +47,9 @@ func (l *listener) run() {
 	}
 }
 
-// open connects, LISTENs on the probe channel, the channel of
-// force-releases and every channel with waiters, checks with the probe that notifications arrive, and tells
-// every waiter to look again.
+// open connects, LISTENs on the backend's channel and the channel of
+// force-releases, checks with the probe that notifications arrive, and
+// tells every waiter to look again.
 func (l *listener) open() (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, connectTimeout+probeTimeout)
 	defer cancel()
@@ -58,15 +57,7 @@ func (l *listener) open() (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	chans := []string{l.probe, l.b.forced}
-	for c, cs := range l.chans {
-		if cs.waiters > 0 {
-			chans = append(chans, c)
-		}
-	}
-	l.mu.Unlock()
-	err = l.exec(ctx, conn, "LISTEN", chans)
+	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()+"; LISTEN "+pgx.Identifier{l.b.forced}.Sanitize())
 	if err == nil {
 		err = l.checkProbe(ctx, conn)
 	}
@@ -80,12 +71,6 @@ func (l *listener) open() (*pgx.Conn, error) {
 	l.gen++
 	l.connected, l.misrouted = true, nil
 	l.attempts++
-	for _, c := range chans[2:] {
-		if cs := l.chans[c]; cs != nil {
-			cs.listened = l.gen
-		}
-	}
-	l.pending = true // channels registered meanwhile
 	for _, w := range l.waiters {
 		poke(w.recheck)
 	}
@@ -93,27 +78,17 @@ func (l *listener) open() (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// exec runs LISTEN or UNLISTEN on channels, in one round trip.
-func (l *listener) exec(ctx context.Context, conn *pgx.Conn, verb string, chans []string) error {
-	var sb strings.Builder
-	for _, c := range chans {
-		sb.WriteString(verb + " " + pgx.Identifier{c}.Sanitize() + ";")
-	}
-	_, err := conn.Exec(ctx, sb.String())
-	return err
-}
-
-// checkProbe sends a notification on the probe channel through the pool
-// and waits for it on conn.
+// checkProbe sends a notification on the backend's channel through the
+// pool and waits for it on conn.
 func (l *listener) checkProbe(ctx context.Context, conn *pgx.Conn) error {
-	if _, err := l.b.pool.Exec(ctx, "SELECT pg_notify($1, 'probe')", l.probe); err != nil {
+	if _, err := l.b.pool.Exec(ctx, "SELECT pg_notify($1, $2)", l.channel, probePayload); err != nil {
 		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	for {
 		n, err := conn.WaitForNotification(pctx)
-		if n != nil && n.Channel == l.probe {
+		if n != nil && n.Channel == l.channel && n.Payload == probePayload {
 			return nil
 		}
 		if n != nil {
@@ -128,26 +103,12 @@ func (l *listener) checkProbe(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-// serve waits for notifications on conn and keeps its LISTENs in line with
-// the waiters, until the connection fails or the backend closes.
+// serve waits for notifications on conn until the connection fails or the
+// backend closes; a connection silent for pingEvery is pinged.
 func (l *listener) serve(conn *pgx.Conn) error {
 	for {
-		if err := l.relisten(conn); err != nil {
-			return err
-		}
 		ctx, cancel := context.WithTimeout(l.ctx, pingEvery)
-		l.mu.Lock()
-		if l.pending {
-			l.mu.Unlock()
-			cancel()
-			continue
-		}
-		l.interrupt = cancel
-		l.mu.Unlock()
 		n, err := conn.WaitForNotification(ctx)
-		l.mu.Lock()
-		l.interrupt = nil
-		l.mu.Unlock()
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if n != nil {
@@ -166,65 +127,8 @@ func (l *listener) serve(conn *pgx.Conn) error {
 			if err != nil {
 				return err
 			}
-		case errors.Is(ctx.Err(), context.Canceled): // interrupted to LISTEN
 		default:
 			return err
 		}
 	}
-}
-
-// relisten LISTENs on the channels that got waiters and UNLISTENs those
-// idle for longer than linger.
-func (l *listener) relisten(conn *pgx.Conn) error {
-	l.mu.Lock()
-	l.pending = false
-	var on, off []string
-	for c, cs := range l.chans {
-		switch {
-		case cs.waiters > 0 && cs.listened != l.gen:
-			on = append(on, c)
-		case cs.waiters == 0 && time.Since(cs.idle) > linger:
-			if cs.listened == l.gen {
-				off = append(off, c)
-			} else {
-				delete(l.chans, c)
-			}
-		}
-	}
-	gen := l.gen
-	l.mu.Unlock()
-	if len(on)+len(off) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(l.ctx, connectTimeout)
-	defer cancel()
-	if len(on) > 0 {
-		if err := l.exec(ctx, conn, "LISTEN", on); err != nil {
-			return err
-		}
-	}
-	if len(off) > 0 {
-		if err := l.exec(ctx, conn, "UNLISTEN", off); err != nil {
-			return err
-		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range on {
-		if cs := l.chans[c]; cs != nil {
-			cs.listened = gen
-		}
-	}
-	for _, c := range off {
-		if cs := l.chans[c]; cs != nil {
-			if cs.waiters == 0 {
-				delete(l.chans, c)
-			} else {
-				cs.listened = 0 // a waiter came meanwhile: LISTEN again
-				l.pending = true
-			}
-		}
-	}
-	l.changedLocked()
-	return nil
 }

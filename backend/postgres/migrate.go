@@ -15,7 +15,7 @@ import (
 	"github.com/sema-dev/sema"
 )
 
-// The server-side code: tables (schema.sql, version 2) and the functions
+// The server-side code: tables (schema.sql, version 3) and the functions
 // every step calls (functions.sql). {{object}} marks the name of one of the
 // backend's objects; see objectNames.
 var (
@@ -27,12 +27,12 @@ var (
 
 // schemaVersion is the version of the tables and functions this code
 // needs, kept in the version table.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // objects are the backend's tables, sequence, type and functions; each is
 // called Config.TablePrefix + its name, in Config.Schema.
 var objects = []string{
-	"names", "leases", "leases_expiry", "waiters", "waiters_order", "tokens", "row", "version",
+	"count", "positive", "names", "leases", "leases_expiry", "waiters", "waiters_order", "tokens", "row", "version",
 	"durable", "lazy", "us", "lease_row", "status_row", "queued_row", "expire", "lock_name", "grant_waiters",
 	"acquire", "check", "poll", "leave", "release", "renew", "force_release", "inspect", "sweep",
 }
@@ -119,8 +119,10 @@ func (b *Backend) migrate(ctx context.Context) error {
 			}
 			_, err = tx.Exec(ctx, b.sql("INSERT INTO {{version}} (version) VALUES ($1)"), int32(schemaVersion))
 			return err
-		case v == 1:
-			return b.upgrade1(ctx, tx)
+		case v < 0:
+			return fmt.Errorf("%w: the version table holds %d", errAnswer, v)
+		case v < schemaVersion:
+			return b.upgrade(ctx, tx, v)
 		case v > schemaVersion:
 			return errNewerSchema(v)
 		}
@@ -135,17 +137,61 @@ func (b *Backend) migrate(ctx context.Context) error {
 	return nil
 }
 
-// upgrade1 brings version 1 tables to version 2: force-released leases may
-// keep their permits (holds), and force_release takes whether to free them
-// now. Processes still running the version 1 code fail their
-// force-releases until they are upgraded too.
-func (b *Backend) upgrade1(ctx context.Context, tx pgx.Tx) error {
-	for _, text := range []string{
+// upgrades[v-1] are the statements that bring tables of version v to
+// version v+1, before the functions are created again.
+var upgrades = [][]string{
+	// 1 to 2: force-released leases may keep their permits (holds), and
+	// force_release takes whether to free them now. Processes still running
+	// the version 1 code fail their force-releases until they are upgraded
+	// too.
+	{
 		"ALTER TABLE {{leases}} ADD COLUMN IF NOT EXISTS holds boolean NOT NULL DEFAULT false",
 		"DROP FUNCTION IF EXISTS {{force_release}}(text, text, text)",
-		functionsSQL,
-		"UPDATE {{version}} SET version = 2",
-	} {
+	},
+	// 2 to 3: domains check the counts, limits and weights instead of the
+	// tables' CHECK constraints (see schema.sql), and a request is queued
+	// with the NOTIFY channel of its process. Requests queued before have
+	// none: their grants are announced on the channel of the step that
+	// makes them, which is theirs when an older sema makes it, and else
+	// they find their grant at their next look (Config.Recheck).
+	{
+		"ALTER TABLE {{waiters}} ADD COLUMN channel text NOT NULL DEFAULT ''",
+		"ALTER TABLE {{waiters}} ALTER COLUMN channel DROP DEFAULT",
+		"CREATE DOMAIN {{count}} AS bigint CHECK (VALUE >= 0)",
+		"CREATE DOMAIN {{positive}} AS bigint CHECK (VALUE >= 1)",
+		dropChecks,
+		"ALTER TABLE {{names}} ALTER lim TYPE {{positive}}, ALTER used TYPE {{count}}, ALTER waiting TYPE {{count}}",
+		"ALTER TABLE {{leases}} ALTER weight TYPE {{positive}}",
+		"ALTER TABLE {{waiters}} ALTER weight TYPE {{positive}}",
+	},
+}
+
+// dropChecks drops the CHECK constraints that version 2 tables were
+// created with, found by what they check: PostgreSQL chose their names.
+const dropChecks = `DO $sema$
+DECLARE
+	c record;
+BEGIN
+	FOR c IN SELECT x.conrelid::regclass AS t, x.conname FROM pg_constraint x
+		WHERE x.contype = 'c'
+			AND x.conrelid IN ('{{names}}'::regclass, '{{leases}}'::regclass, '{{waiters}}'::regclass)
+			AND pg_get_constraintdef(x.oid) IN
+				('CHECK ((lim >= 1))', 'CHECK ((used >= 0))', 'CHECK ((waiting >= 0))', 'CHECK ((weight >= 1))')
+	LOOP
+		EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', c.t, c.conname);
+	END LOOP;
+END
+$sema$`
+
+// upgrade brings tables of version v to schemaVersion and creates the
+// functions again.
+func (b *Backend) upgrade(ctx context.Context, tx pgx.Tx, v int) error {
+	var texts []string
+	for _, u := range upgrades[v-1:] {
+		texts = append(texts, u...)
+	}
+	texts = append(texts, functionsSQL, fmt.Sprintf("UPDATE {{version}} SET version = %d", schemaVersion))
+	for _, text := range texts {
 		if _, err := tx.Exec(ctx, b.sql(text)); err != nil {
 			return err
 		}

@@ -11,13 +11,13 @@ import (
 
 // acquire runs the acquire step: queue says whether the request waits in
 // line if it cannot be granted at once.
-func (b *Backend) acquire(ctx context.Context, req *sema.Request, queue bool, channel string) (st row, rest []row, err error) {
+func (b *Backend) acquire(ctx context.Context, req *sema.Request, queue bool) (st row, rest []row, err error) {
 	pid := int32(0)
 	if req.PID <= math.MaxInt32 {
 		pid = int32(req.PID)
 	}
 	rs, err := b.step(ctx, "acquire", req.Name, b.stmt.acquire, req.Name, req.ID, req.Owner, req.Host, pid,
-		req.Limit, req.Weight, req.TTL.Microseconds(), queue, channel, b.cfg.WaiterTTL.Microseconds())
+		req.Limit, req.Weight, req.TTL.Microseconds(), queue, b.lis.channel, b.cfg.WaiterTTL.Microseconds())
 	if err != nil {
 		return row{}, nil, err
 	}
@@ -50,7 +50,7 @@ func (b *Backend) settle(rs []row, op, name string) (row, []row, error) {
 	if err != nil {
 		return row{}, nil, b.wrap(op, name, err)
 	}
-	b.lis.deliver(b.channel(name), grants)
+	b.lis.deliver(grants)
 	return st, rest, nil
 }
 
@@ -62,7 +62,7 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 	if b.closed.Load() {
 		return sema.Grant{}, sema.ErrClosed
 	}
-	st, rest, err := b.acquire(ctx, &req, false, b.channel(req.Name))
+	st, rest, err := b.acquire(ctx, &req, false)
 	if err != nil {
 		return sema.Grant{}, err
 	}
@@ -128,7 +128,7 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 	if b.closed.Load() {
 		return sema.ErrClosed
 	}
-	rs, err := b.call(ctx, "release", name, b.stmt.release, name, id, b.channel(name))
+	rs, err := b.call(ctx, "release", name, b.stmt.release, name, id, b.lis.channel)
 	if err != nil {
 		return err
 	}
@@ -164,7 +164,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 	if b.closed.Load() {
 		return nil, sema.ErrClosed
 	}
-	rs, err := b.call(ctx, "force-release", name, b.stmt.forceRelease, name, id, b.channel(name), opts.Now)
+	rs, err := b.call(ctx, "force-release", name, b.stmt.forceRelease, name, id, b.lis.channel, opts.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 			granted = append(granted, *r)
 		}
 	}
-	b.lis.deliver(b.channel(name), granted)
+	b.lis.deliver(granted)
 	if len(hs) == 0 {
 		return nil, fmt.Errorf("postgres: force-release %q: %w", name, sema.ErrNotHeld)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/postgres"
 	"github.com/sema-dev/sema/internal/testenv"
@@ -46,6 +48,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := admin(t)
+	asVersion2(t, c, prefix)
 	sqlExec(t, c, "ALTER TABLE "+prefix+"leases DROP COLUMN holds")
 	sqlExec(t, c, "DROP FUNCTION "+prefix+"force_release(text, text, text, boolean)")
 	sqlExec(t, c, "CREATE FUNCTION "+prefix+"force_release(p_name text, p_id text, p_channel text) RETURNS integer LANGUAGE sql AS 'SELECT 1'")
@@ -53,7 +56,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 
 	b := open(t, cfg)
 	var version int
-	if err := c.QueryRow(ctx, "SELECT max(version) FROM "+prefix+"version").Scan(&version); err != nil || version != 2 {
+	if err := c.QueryRow(ctx, "SELECT max(version) FROM "+prefix+"version").Scan(&version); err != nil || version != 3 {
 		t.Fatalf("version after the upgrade: %d, %v", version, err)
 	}
 	if hs, err := b.ForceRelease(ctx, "upgrade/m", "", sema.ForceOptions{}); err != nil || len(hs) != 1 || hs[0].Token != l.Token() {
@@ -72,4 +75,87 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	if _, err := b.TryAcquire(ctx, req); err != nil {
 		t.Fatalf("TryAcquire after the old holder released: %v", err)
 	}
+}
+
+// Tables of version 2 (CHECK constraints instead of domains, requests
+// queued without a channel) are upgraded in place when opened: the leases
+// taken before stay, a request queued before is granted after (found at
+// its next look), the constraints become domains, and a count the
+// functions would never write is refused.
+func TestUpgradeFromVersion2(t *testing.T) {
+	prefix := freshPrefix()
+	cfg := postgres.Config{URL: testenv.SharedPostgres(t).URL(), TablePrefix: prefix, Recheck: 200 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c0 := sema.New(open(t, cfg))
+	s := c0.Semaphore("upgrade/s", 2)
+	l1, err := s.Acquire(ctx, sema.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := s.Acquire(ctx, sema.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		l, err := s.Acquire(ctx, sema.WithTTL(time.Minute))
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		waited <- err
+	}()
+	for st, err := s.Describe(ctx); len(st.Waiters) == 0; st, err = s.Describe(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c := admin(t)
+	asVersion2(t, c, prefix)
+
+	b := open(t, cfg)
+	var version, checks int
+	if err := c.QueryRow(ctx, "SELECT max(version) FROM "+prefix+"version").Scan(&version); err != nil || version != 3 {
+		t.Fatalf("version after the upgrade: %d, %v", version, err)
+	}
+	if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE contype = 'c' AND conrelid IN ($1::regclass, $2::regclass, $3::regclass)`,
+		prefix+"names", prefix+"leases", prefix+"waiters").Scan(&checks); err != nil || checks != 0 {
+		t.Fatalf("CHECK constraints left after the upgrade: %d, %v", checks, err)
+	}
+	if _, err := c.Exec(ctx, "UPDATE "+prefix+"names SET used = -1"); err == nil || !strings.Contains(err.Error(), prefix+"count") {
+		t.Fatalf("a negative count after the upgrade: %v, want the domain's check to refuse it", err)
+	}
+	if st, err := b.Describe(ctx, "upgrade/s"); err != nil || len(st.Holders) != 2 || st.Holders[0].Token != l1.Token() || len(st.Waiters) != 1 {
+		t.Fatalf("Describe after the upgrade = %+v, %v; want the two leases and the request taken before", st, err)
+	}
+	if err := b.Release(ctx, "upgrade/s", l1.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the request queued before the upgrade: %v", err)
+	}
+	l3, err := sema.New(b).Semaphore("upgrade/s", 2).TryAcquire(ctx)
+	if err != nil || l3.Token() <= l2.Token() {
+		t.Fatalf("TryAcquire after the upgrade = %v, %v; want a permit, a later token", l3, err)
+	}
+	for _, l := range []*sema.Lease{l2, l3} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// asVersion2 turns the tables of prefix back into those of version 2,
+// which checked their counts, limits and weights with CHECK constraints.
+func asVersion2(t *testing.T, c *pgx.Conn, prefix string) {
+	t.Helper()
+	sqlExec(t, c, "ALTER TABLE "+prefix+"names ALTER lim TYPE bigint, ALTER used TYPE bigint, ALTER waiting TYPE bigint, "+
+		"ADD CHECK (lim >= 1), ADD CHECK (used >= 0), ADD CHECK (waiting >= 0)")
+	for _, table := range []string{"leases", "waiters"} {
+		sqlExec(t, c, "ALTER TABLE "+prefix+table+" ALTER weight TYPE bigint, ADD CHECK (weight >= 1)")
+	}
+	sqlExec(t, c, "DROP DOMAIN "+prefix+"count, "+prefix+"positive")
+	sqlExec(t, c, "ALTER TABLE "+prefix+"waiters DROP COLUMN channel")
+	sqlExec(t, c, "UPDATE "+prefix+"version SET version = 2")
 }

@@ -29,14 +29,13 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	if ctx.Err() != nil {
 		return sema.Grant{}, b.notAcquired(ctx, &req)
 	}
-	channel := b.channel(req.Name)
-	w := b.lis.register(channel, req.ID)
+	w := b.lis.register(req.ID)
 	defer b.lis.unregister(w)
-	wt := waiting{b: b, req: &req, channel: channel, w: w}
-	st, _, err := b.acquire(ctx, &req, true, channel)
+	wt := waiting{b: b, req: &req, w: w}
+	st, _, err := b.acquire(ctx, &req, true)
 	switch {
 	case ctx.Err() != nil: // granted or queued: take it back
-		b.leave(ctx, &req, channel)
+		b.leave(ctx, &req)
 		return sema.Grant{}, b.notAcquired(ctx, &req)
 	case err != nil && !transient(err):
 		return sema.Grant{}, err
@@ -56,7 +55,6 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 type waiting struct {
 	b       *Backend
 	req     *sema.Request
-	channel string
 	w       *waiter
 	since   int64     // when the request was queued (µs, database clock)
 	due     time.Time // when an expiry that may free its turn is due; zero if none known
@@ -71,7 +69,7 @@ func (wt *waiting) wait(ctx context.Context, st row) (sema.Grant, error) {
 	}
 	poll, err := b.lis.ensure(ctx, wt.w)
 	if err != nil {
-		b.leave(ctx, req, wt.channel)
+		b.leave(ctx, req)
 		return sema.Grant{}, err
 	}
 	timer := time.NewTimer(look)
@@ -82,24 +80,24 @@ func (wt *waiting) wait(ctx context.Context, st row) (sema.Grant, error) {
 			st, err := wt.look(ctx)
 			switch {
 			case ctx.Err() != nil: // granted, queued or failed: take it back
-				b.leave(ctx, req, wt.channel)
+				b.leave(ctx, req)
 				return sema.Grant{}, b.notAcquired(ctx, req)
 			case err == nil:
 				look, err := wt.settle(st)
 				if look < 0 || err != nil {
 					if err != nil {
-						b.leave(ctx, req, wt.channel)
+						b.leave(ctx, req)
 					}
 					return wt.result(st, err)
 				}
 				timer.Reset(look)
 			case b.closed.Load():
-				b.leave(ctx, req, wt.channel)
+				b.leave(ctx, req)
 				return sema.Grant{}, sema.ErrClosed
 			case !transient(err) || !wt.failing.IsZero() && time.Since(wt.failing) > b.cfg.WaiterTTL:
 				// Wrong, or unreachable for longer than the request's own
 				// lease: the request has left the queue by now anyway.
-				b.leave(ctx, req, wt.channel)
+				b.leave(ctx, req)
 				return sema.Grant{}, err
 			default:
 				if wt.failing.IsZero() {
@@ -118,10 +116,10 @@ func (wt *waiting) wait(ctx context.Context, st row) (sema.Grant, error) {
 		case <-timer.C:
 			poll = true
 		case <-ctx.Done():
-			b.leave(ctx, req, wt.channel)
+			b.leave(ctx, req)
 			return sema.Grant{}, b.notAcquired(ctx, req)
 		case <-b.done:
-			b.leave(ctx, req, wt.channel)
+			b.leave(ctx, req)
 			return sema.Grant{}, sema.ErrClosed
 		}
 	}
@@ -193,7 +191,7 @@ func (wt *waiting) look(ctx context.Context) (row, error) {
 	var rs []row
 	var err error
 	if !wt.due.IsZero() && !time.Now().Before(wt.due) {
-		rs, err = b.step(ctx, "acquire", req.Name, b.stmt.poll, req.Name, req.ID, wt.channel, b.cfg.WaiterTTL.Microseconds())
+		rs, err = b.step(ctx, "acquire", req.Name, b.stmt.poll, req.Name, req.ID, b.lis.channel, b.cfg.WaiterTTL.Microseconds())
 	} else {
 		rs, err = b.step(ctx, "acquire", req.Name, b.stmt.check, req.Name, req.ID, b.cfg.WaiterTTL.Microseconds())
 	}
@@ -206,16 +204,16 @@ func (wt *waiting) look(ctx context.Context) (row, error) {
 	}
 	// The request expired from the queue (this process stalled, or the
 	// database lost it in a crash): queue again, at the back.
-	st, _, err = b.acquire(ctx, req, true, wt.channel)
+	st, _, err = b.acquire(ctx, req, true)
 	return st, err
 }
 
 // leave takes the request out of the queue, or gives back what it was
 // granted meanwhile, on a context of its own: the caller's is done.
-func (b *Backend) leave(ctx context.Context, req *sema.Request, channel string) {
+func (b *Backend) leave(ctx context.Context, req *sema.Request) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
 	defer cancel()
-	rs, err := b.call(lctx, "leave", req.Name, b.stmt.leave, req.Name, req.ID, channel)
+	rs, err := b.call(lctx, "leave", req.Name, b.stmt.leave, req.Name, req.ID, b.lis.channel)
 	if err == nil {
 		_, _, err = b.settle(rs, "leave", req.Name)
 	}

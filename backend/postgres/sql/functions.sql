@@ -124,12 +124,15 @@ $sema$;
 
 -- grant_waiters grants queued requests in arrival order while the head
 -- fits (a later, smaller request never overtakes it), in the caller's
--- transaction, and tells their clients by NOTIFY on the name's channel,
--- which PostgreSQL delivers when the transaction commits. The payload lists
--- the grants as "id,token,acquired-µs" separated by spaces. A waiter whose
--- own short lease has expired (its client stopped checking: dead) is
--- dropped on the way. The caller holds the name's lock and has dropped
--- the expired leases that hold permits (expire).
+-- transaction, and tells their clients by NOTIFY on the channel each
+-- request was queued with (its process's: no other process hears of it),
+-- which PostgreSQL delivers when the transaction commits. A payload lists
+-- the grants of one channel as "id,token,acquired-µs" separated by spaces.
+-- A request queued without a channel (by a sema of schema version 2) is
+-- told on p_channel, the step's. A waiter whose own short lease has
+-- expired (its client stopped checking: dead) is dropped on the way. The
+-- caller holds the name's lock and has dropped the expired leases that
+-- hold permits (expire).
 CREATE OR REPLACE FUNCTION {{grant_waiters}}(p_name text, p_channel text) RETURNS SETOF {{row}}
 LANGUAGE plpgsql SET enable_bitmapscan = off AS $sema$
 DECLARE
@@ -141,6 +144,8 @@ DECLARE
 	v_weight  bigint := 0;
 	v_ticket  bigint := 0;
 	v_payload text := '';
+	v_to      text := '';
+	v_channel text;
 BEGIN
 	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name;
 	IF n.waiting = 0 OR n.used >= n.lim THEN
@@ -171,13 +176,15 @@ BEGIN
 		RETURNING y.* INTO l;
 		v_granted := v_granted + 1;
 		v_weight := v_weight + w.weight;
-		IF length(v_payload) > 7000 THEN -- NOTIFY payloads are below 8000 bytes
-			PERFORM pg_notify(p_channel, v_payload);
+		v_channel := CASE WHEN w.channel <> '' THEN w.channel ELSE p_channel END;
+		IF v_payload <> '' AND (v_channel <> v_to OR length(v_payload) > 7000) THEN -- payloads are below 8000 bytes
+			PERFORM pg_notify(v_to, v_payload);
 			v_payload := '';
 		END IF;
 		IF v_payload <> '' THEN
 			v_payload := v_payload || ' ';
 		END IF;
+		v_to := v_channel;
 		v_payload := v_payload || l.id || ',' || l.token || ',' || {{us}}(l.acquired_at);
 		RETURN NEXT {{lease_row}}('grant', l, n.lim);
 	END LOOP;
@@ -189,7 +196,7 @@ BEGIN
 		IF current_setting('synchronous_commit') = 'off' THEN
 			PERFORM set_config('synchronous_commit', 'on', true); -- see durable
 		END IF;
-		PERFORM pg_notify(p_channel, v_payload);
+		PERFORM pg_notify(v_to, v_payload);
 	END IF;
 END
 $sema$;
@@ -199,7 +206,9 @@ $sema$;
 -- followed by the holders. A repeated request (same p_id) returns its lease,
 -- or its place in the queue, unchanged. When the name's row shows the
 -- permits free and nobody queued (the common case) it is two statements:
--- lock the row, add the lease.
+-- update the row where it shows that (which locks it), add the lease.
+-- Otherwise the request takes the careful path, which locks the row
+-- first.
 CREATE OR REPLACE FUNCTION {{acquire}}(p_name text, p_id text, p_owner text, p_host text, p_pid integer,
 	p_limit bigint, p_weight bigint, p_ttl_us bigint, p_queue boolean, p_channel text, p_wttl_us bigint)
 RETURNS SETOF {{row}}
@@ -212,28 +221,29 @@ DECLARE
 	v_mine    boolean;
 	v_queued  boolean;
 BEGIN
-	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
-	IF NOT FOUND THEN
-		n := {{lock_name}}(p_name, p_limit);
-	END IF;
-	-- The common case: the sums show the permits free and nobody queued.
-	IF n.lim = p_limit AND n.waiting = 0 AND n.used + p_weight <= n.lim THEN
-		WITH u AS (UPDATE {{names}} x SET used = x.used + p_weight WHERE x.name = p_name RETURNING 1)
+	-- The common case. A row that shows otherwise, or a missing one, is
+	-- left as it is, unlocked.
+	UPDATE {{names}} x SET used = x.used + p_weight
+	WHERE x.name = p_name AND x.lim = p_limit AND x.waiting = 0 AND x.used + p_weight <= x.lim;
+	IF FOUND THEN
 		INSERT INTO {{leases}} AS x (name, id, token, owner, weight, host, pid, acquired_at, renewed_at, expires_at)
-		SELECT p_name, p_id, {{next_token}}, p_owner, p_weight, p_host, p_pid,
-			now(), now(), now() + p_ttl_us * interval '1 microsecond'
-		FROM u
+		VALUES (p_name, p_id, {{next_token}}, p_owner, p_weight, p_host, p_pid,
+			now(), now(), now() + p_ttl_us * interval '1 microsecond')
 		ON CONFLICT (name, id) DO NOTHING
 		RETURNING x.* INTO l;
 		IF FOUND THEN
 			IF current_setting('synchronous_commit') = 'off' THEN
 				PERFORM set_config('synchronous_commit', 'on', true); -- see durable
 			END IF;
-			RETURN NEXT {{lease_row}}('granted', l, n.lim);
+			RETURN NEXT {{lease_row}}('granted', l, p_limit);
 			RETURN;
 		END IF;
 		-- A retry of a request granted before: undo, and answer below.
 		UPDATE {{names}} x SET used = x.used - p_weight WHERE x.name = p_name;
+	END IF;
+	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+	IF NOT FOUND THEN
+		n := {{lock_name}}(p_name, p_limit);
 	END IF;
 
 	-- The careful path (not free by the sums, another limit, a retry):
@@ -286,9 +296,9 @@ BEGIN
 	END IF;
 	IF p_queue THEN
 		WITH i AS (
-			INSERT INTO {{waiters}} (name, id, owner, weight, host, pid, ttl_us, since, expires_at)
+			INSERT INTO {{waiters}} (name, id, owner, weight, host, pid, ttl_us, since, expires_at, channel)
 			VALUES (p_name, p_id, p_owner, p_weight, p_host, p_pid, p_ttl_us, now(),
-				now() + p_wttl_us * interval '1 microsecond')
+				now() + p_wttl_us * interval '1 microsecond', p_channel)
 			RETURNING 1
 		) UPDATE {{names}} x SET waiting = x.waiting + 1 FROM i WHERE x.name = p_name;
 		RETURN NEXT {{queued_row}}(p_name, p_id, n.lim);

@@ -1,9 +1,17 @@
--- The tables of one sema installation (schema version 2; migrate.go
--- upgrades version 1, which had no holds column). {{names}} and the
--- like are quoted identifiers made from Config.Schema and Config.TablePrefix.
--- Every statement runs in one transaction under a transaction-scoped
--- advisory lock (see migrate.go), so that processes starting at once create
--- them once.
+-- The tables of one sema installation (schema version 3; migrate.go
+-- upgrades versions 1 and 2). {{names}} and the like are quoted
+-- identifiers made from Config.Schema and Config.TablePrefix. Every
+-- statement runs in one transaction under a transaction-scoped advisory
+-- lock (see migrate.go), so that processes starting at once create them
+-- once.
+
+-- The counts of the tables are never negative, and limits and weights are
+-- at least 1. The columns say so with a domain rather than a CHECK
+-- constraint of the table: PostgreSQL reads and plans a table's CHECK
+-- constraints again in every statement that writes the table, while a
+-- session keeps a domain's, and every step writes the name's row.
+CREATE DOMAIN {{count}} AS bigint CHECK (VALUE >= 0);
+CREATE DOMAIN {{positive}} AS bigint CHECK (VALUE >= 1);
 
 -- One row per name in use: the limit its holders and waiters agreed on, and
 -- the sums of the name's rows: used (the weights of its leases, expired or
@@ -17,9 +25,9 @@
 -- again. The rows of names nobody holds or waits for are swept.
 CREATE TABLE {{names}} (
 	name    text COLLATE "C" PRIMARY KEY,
-	lim     bigint NOT NULL CHECK (lim >= 1),
-	used    bigint NOT NULL DEFAULT 0 CHECK (used >= 0),
-	waiting bigint NOT NULL DEFAULT 0 CHECK (waiting >= 0)
+	lim     {{positive}} NOT NULL,
+	used    {{count}} NOT NULL DEFAULT 0,
+	waiting {{count}} NOT NULL DEFAULT 0
 );
 
 -- One row per lease. Expiry is judged by the database's clock only. A
@@ -32,7 +40,7 @@ CREATE TABLE {{leases}} (
 	id          text COLLATE "C" NOT NULL,
 	token       bigint NOT NULL,
 	owner       text NOT NULL,
-	weight      bigint NOT NULL CHECK (weight >= 1),
+	weight      {{positive}} NOT NULL,
 	host        text NOT NULL,
 	pid         integer NOT NULL,
 	acquired_at timestamptz NOT NULL,
@@ -54,12 +62,13 @@ CREATE TABLE {{waiters}} (
 	id         text COLLATE "C" NOT NULL,
 	ticket     bigint GENERATED ALWAYS AS IDENTITY,
 	owner      text NOT NULL,
-	weight     bigint NOT NULL CHECK (weight >= 1),
+	weight     {{positive}} NOT NULL,
 	host       text NOT NULL,
 	pid        integer NOT NULL,
 	ttl_us     bigint NOT NULL,
 	since      timestamptz NOT NULL,
 	expires_at timestamptz NOT NULL,
+	channel    text NOT NULL, -- the NOTIFY channel of the waiting process
 	PRIMARY KEY (name, id)
 );
 CREATE INDEX {{waiters_order}} ON {{waiters}} (name, ticket);
