@@ -149,12 +149,14 @@ var upgrades = [][]string{
 		"DROP FUNCTION IF EXISTS {{force_release}}(text, text, text)",
 	},
 	// 2 to 3: domains check the counts, limits and weights instead of the
-	// tables' CHECK constraints (see schema.sql), and a request is queued
-	// with the NOTIFY channel of its process. Requests queued before have
+	// tables' CHECK constraints (see schema.sql), acquire makes a missing
+	// name's row itself (lock_name is gone), and a request is queued with
+	// the NOTIFY channel of its process. Requests queued before have
 	// none: their grants are announced on the channel of the step that
 	// makes them, which is theirs when an older sema makes it, and else
 	// they find their grant at their next look (Config.Recheck).
 	{
+		"DROP FUNCTION IF EXISTS {{lock_name}}(text, bigint)",
 		"ALTER TABLE {{waiters}} ADD COLUMN channel text NOT NULL DEFAULT ''",
 		"ALTER TABLE {{waiters}} ALTER COLUMN channel DROP DEFAULT",
 		"CREATE DOMAIN {{count}} AS bigint CHECK (VALUE >= 0)",

@@ -80,26 +80,6 @@ BEGIN
 END
 $sema$;
 
--- lock_name locks the row of p_name, creating it with limit p_limit if it
--- is missing, and returns it.
-CREATE OR REPLACE FUNCTION {{lock_name}}(p_name text, p_limit bigint) RETURNS {{names}}
-LANGUAGE plpgsql AS $sema$
-DECLARE
-	n {{names}}%ROWTYPE;
-BEGIN
-	LOOP
-		SELECT * INTO n FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
-		IF FOUND THEN
-			RETURN n;
-		END IF;
-		-- Missing: create it (if another step creates it first, wait for
-		-- that one and lock its row; if a sweep deletes it in between, try
-		-- again).
-		INSERT INTO {{names}} (name, lim) VALUES (p_name, p_limit) ON CONFLICT (name) DO NOTHING;
-	END LOOP;
-END
-$sema$;
-
 -- expire drops the name's expired leases and takes their weights off the
 -- name's sum. The caller holds the name's lock. Deleting (so locking) an
 -- expired lease before its permits count as free is what makes a renewal
@@ -218,14 +198,26 @@ DECLARE
 	l         {{leases}}%ROWTYPE;
 	g         {{row}};
 	v_granted bigint := 0;
+	v_fast    boolean;
 	v_mine    boolean;
 	v_queued  boolean;
 BEGIN
-	-- The common case. A row that shows otherwise, or a missing one, is
-	-- left as it is, unlocked.
-	UPDATE {{names}} x SET used = x.used + p_weight
-	WHERE x.name = p_name AND x.lim = p_limit AND x.waiting = 0 AND x.used + p_weight <= x.lim;
-	IF FOUND THEN
+	-- The common case. A row that shows otherwise is left as it is,
+	-- unlocked, until the careful path locks it; a missing one (a name not
+	-- in use) is made, and shows the permits free unless another step made
+	-- it first.
+	LOOP
+		UPDATE {{names}} x SET used = x.used + p_weight
+		WHERE x.name = p_name AND x.lim = p_limit AND x.waiting = 0 AND x.used + p_weight <= x.lim;
+		v_fast := FOUND;
+		EXIT WHEN v_fast;
+		SELECT * INTO n FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
+		EXIT WHEN FOUND;
+		-- If another step makes it first, wait for that one and look again;
+		-- if a sweep deletes it in between, make it again.
+		INSERT INTO {{names}} (name, lim) VALUES (p_name, p_limit) ON CONFLICT (name) DO NOTHING;
+	END LOOP;
+	IF v_fast THEN
 		INSERT INTO {{leases}} AS x (name, id, token, owner, weight, host, pid, acquired_at, renewed_at, expires_at)
 		VALUES (p_name, p_id, {{next_token}}, p_owner, p_weight, p_host, p_pid,
 			now(), now(), now() + p_ttl_us * interval '1 microsecond')
@@ -239,11 +231,7 @@ BEGIN
 			RETURN;
 		END IF;
 		-- A retry of a request granted before: undo, and answer below.
-		UPDATE {{names}} x SET used = x.used - p_weight WHERE x.name = p_name;
-	END IF;
-	SELECT * INTO n FROM {{names}} x WHERE x.name = p_name FOR UPDATE;
-	IF NOT FOUND THEN
-		n := {{lock_name}}(p_name, p_limit);
+		UPDATE {{names}} x SET used = x.used - p_weight WHERE x.name = p_name RETURNING x.* INTO n;
 	END IF;
 
 	-- The careful path (not free by the sums, another limit, a retry):
