@@ -29,8 +29,9 @@ var (
 // needs, kept in the version table.
 const schemaVersion = 3
 
-// objects are the backend's tables, sequence, type and functions; each is
-// called Config.TablePrefix + its name, in Config.Schema.
+// objects are the backend's domains, tables, sequence, type and functions
+// (and lock_name, which the upgrade to version 3 drops); each is called
+// Config.TablePrefix + its name, in Config.Schema.
 var objects = []string{
 	"count", "positive", "names", "leases", "leases_expiry", "waiters", "waiters_order", "tokens", "row", "version",
 	"durable", "lazy", "us", "lease_row", "status_row", "queued_row", "expire", "lock_name", "grant_waiters",
