@@ -43,10 +43,11 @@
 // commits: one commit per hand-off. Each Backend has a channel of its own,
 // which the requests it queues carry, and one listen connection for all
 // its waiters, which LISTENs on that channel and hands each grant to its
-// request: a grant reaches the process that waits for it and no other. Without a notification a waiter looks at its
-// request every Config.Recheck (a cheap look that locks nothing), and at
-// the expiry that may free its turn. When the listen connection breaks it
-// is reopened, and every waiter looks again.
+// request: a grant reaches the process that waits for it and no other.
+// Without a notification a waiter looks at its request every
+// Config.Recheck (a cheap look that locks nothing), and at the expiry that
+// may free its turn. When the listen connection breaks it is reopened, and
+// every waiter looks again.
 //
 // # Poolers
 //
