@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,18 +44,19 @@ type listener struct {
 	mu        sync.Mutex
 	running   bool
 	exited    chan struct{}
-	waiters   map[string]*waiter // by lease ID
-	gen       uint64             // number of the open connection; changes at each (re)opening
-	connected bool               // the connection of gen is open, its LISTENs in place
-	attempts  int                // connection attempts finished
-	misrouted error              // the last opening's probe got nothing back
-	changed   chan struct{}      // closed (and replaced) when the state above changes
+	waiters   map[string][]*waiter // by lease ID (one ID may wait on several names)
+	gen       uint64               // number of the open connection; changes at each (re)opening
+	connected bool                 // the connection of gen is open, its LISTENs in place
+	attempts  int                  // connection attempts finished
+	misrouted error                // the last opening's probe got nothing back
+	changed   chan struct{}        // closed (and replaced) when the state above changes
 
 	reconnects atomic.Int64
 }
 
 // waiter is a waiting Acquire's registration.
 type waiter struct {
+	name    string
 	id      string
 	gen     uint64        // the connection open when registered, 0 if none
 	grant   chan grantMsg // a grant of this request was announced
@@ -72,28 +74,40 @@ func newListener(b *Backend, cfg *pgx.ConnConfig) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &listener{
 		b: b, cfg: cfg, channel: "sema_w_" + strings.ToLower(rand.Text()), ctx: ctx, cancel: cancel,
-		waiters: map[string]*waiter{}, changed: make(chan struct{}),
+		waiters: map[string][]*waiter{}, changed: make(chan struct{}),
 	}
 }
 
-// register makes the grants announced for lease id reach the returned
-// waiter. It does not open the connection: see ensure.
-func (l *listener) register(id string) *waiter {
-	w := &waiter{id: id, grant: make(chan grantMsg, 1), recheck: make(chan struct{}, 1)}
+// register makes the grants announced for lease id of name reach the
+// returned waiter. It does not open the connection: see ensure.
+func (l *listener) register(name, id string) *waiter {
+	w := &waiter{name: name, id: id, grant: make(chan grantMsg, 1), recheck: make(chan struct{}, 1)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.connected {
 		w.gen = l.gen
 	}
-	l.waiters[id] = w
+	l.waiters[id] = append(l.waiters[id], w)
 	return w
 }
 
 func (l *listener) unregister(w *waiter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.waiters[w.id] == w {
+	ws := slices.DeleteFunc(l.waiters[w.id], func(x *waiter) bool { return x == w })
+	if len(ws) == 0 {
 		delete(l.waiters, w.id)
+	} else {
+		l.waiters[w.id] = ws
+	}
+}
+
+// recheckLocked tells every waiter to look at its request again.
+func (l *listener) recheckLocked() {
+	for _, ws := range l.waiters {
+		for _, w := range ws {
+			poke(w.recheck)
+		}
 	}
 }
 
@@ -178,12 +192,10 @@ func (l *listener) dispatch(n *pgconn.Notification) {
 	defer l.mu.Unlock()
 	if err != nil {
 		l.b.log.Debug("postgres: ignoring a notification", "channel", n.Channel, "err", err)
-		for _, w := range l.waiters {
-			poke(w.recheck)
-		}
+		l.recheckLocked()
 		return
 	}
-	l.handLocked(gs)
+	l.handLocked("", gs)
 }
 
 // deliver hands grants made by a step of this backend to its waiters at
@@ -192,21 +204,29 @@ func (l *listener) deliver(grants []row) {
 	if len(grants) == 0 {
 		return
 	}
-	gs := make([]grantMsg, len(grants))
-	for i := range grants {
-		gs[i] = grantMsg{id: grants[i].id, token: grants[i].token, acquired: grants[i].t1}
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.handLocked(gs)
+	for _, r := range grants {
+		l.handLocked(r.name, []grantMsg{{id: r.id, token: r.token, acquired: r.t1}})
+	}
 }
 
-func (l *listener) handLocked(gs []grantMsg) {
+// handLocked hands grants of name to their waiters. A notification does
+// not say the name (""): its grant goes to the one waiter of its ID, and
+// if the ID waits on several names here (a client of sema serve may reuse
+// an ID), they look at their requests instead.
+func (l *listener) handLocked(name string, gs []grantMsg) {
 	for _, g := range gs {
-		if w := l.waiters[g.id]; w != nil {
-			select {
-			case w.grant <- g:
-			default: // it has one already: the same grant, announced twice
+		ws := l.waiters[g.id]
+		for _, w := range ws {
+			switch {
+			case w.name == name || name == "" && len(ws) == 1:
+				select {
+				case w.grant <- g:
+				default: // it has one already: the same grant, announced twice
+				}
+			case name == "":
+				poke(w.recheck)
 			}
 		}
 	}

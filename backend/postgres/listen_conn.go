@@ -71,9 +71,7 @@ func (l *listener) open() (*pgx.Conn, error) {
 	l.gen++
 	l.connected, l.misrouted = true, nil
 	l.attempts++
-	for _, w := range l.waiters {
-		poke(w.recheck)
-	}
+	l.recheckLocked()
 	l.changedLocked()
 	return conn, nil
 }

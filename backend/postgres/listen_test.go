@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -90,5 +91,60 @@ func TestConcurrentFirstUse(t *testing.T) {
 	b := open(t, cfgWithPrefix(t, prefix))
 	if _, err := sema.New(b).Mutex("first/use").TryAcquire(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// One lease ID waits on two names in one backend (a client of sema serve
+// chooses its IDs): the grant of one name reaches its own waiter, and the
+// waiter of the other name keeps waiting, its name still held.
+func TestSameIDOnTwoNames(t *testing.T) {
+	cfg := shared(t)
+	cfg.Recheck = 30 * time.Second
+	b := open(t, cfg)
+	peer := open(t, shared(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, second := uniqueName("listen/same-id"), uniqueName("listen/same-id")
+	got := map[string]chan error{}
+	for _, name := range []string{first, second} {
+		if _, err := peer.TryAcquire(ctx, req(name, "holder")); err != nil {
+			t.Fatal(err)
+		}
+		ch := make(chan error, 1)
+		got[name] = ch
+		go func() {
+			g, err := b.Acquire(ctx, req(name, "shared"))
+			if err == nil && g.Name != name {
+				err = fmt.Errorf("granted %q", g.Name)
+			}
+			ch <- err
+		}()
+		waitQueued(t, cfg.URL, name, 1)
+	}
+	if err := peer.Release(ctx, first, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got[first]:
+		if err != nil {
+			t.Fatalf("the waiter of %q: %v", first, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the waiter of %q was not granted within 10s of the release", first)
+	}
+	select {
+	case err := <-got[second]:
+		t.Fatalf("the waiter of %q returned while its name is held: %v", second, err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	st, err := b.Describe(ctx, second)
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].ID != "holder" || len(st.Waiters) != 1 {
+		t.Fatalf("Describe(%q) = %+v, %v; want the peer's lease and one waiter", second, st, err)
+	}
+	if err := peer.Release(ctx, second, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got[second]; err != nil {
+		t.Fatalf("the waiter of %q: %v", second, err)
 	}
 }

@@ -29,7 +29,7 @@ func (b *Backend) Acquire(ctx context.Context, req sema.Request) (sema.Grant, er
 	if ctx.Err() != nil {
 		return sema.Grant{}, b.notAcquired(ctx, &req)
 	}
-	w := b.lis.register(req.ID)
+	w := b.lis.register(req.Name, req.ID)
 	defer b.lis.unregister(w)
 	wt := waiting{b: b, req: &req, w: w}
 	st, _, err := b.acquire(ctx, &req, true)
