@@ -51,9 +51,12 @@ var (
 	_ sema.Declarer      = (*Backend)(nil)
 )
 
-// statements are the calls of the server-side functions.
+// statements are the calls of the server-side functions, and the
+// statements of the common cases of acquire and release (acquireFree,
+// releaseFree: "" unless statements are prepared, see Open).
 type statements struct {
 	acquire, check, poll, leave, release, renew, forceRelease, inspect, sweep string
+	acquireFree, releaseFree                                                  string
 }
 
 // Call timeouts: a database that stops answering (frozen, or a table
@@ -118,6 +121,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		forceRelease: b.sql("SELECT * FROM {{force_release}}($1, $2, $3, $4)"),
 		inspect:      b.sql("SELECT * FROM {{inspect}}($1, $2)"),
 		sweep:        b.sql("SELECT {{sweep}}($1)"),
+	}
+	// Unnamed statements are parsed and planned at every call, which costs
+	// the statements of the common cases more than calling the functions.
+	if pcfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		b.stmt.acquireFree, b.stmt.releaseFree = b.sql(acquireFreeSQL), b.sql(releaseFreeSQL)
 	}
 	if err := b.migrate(ctx); err != nil {
 		pool.Close()

@@ -15,14 +15,19 @@ import (
 	"github.com/sema-dev/sema"
 )
 
-// The server-side code: tables (schema.sql, version 3) and the functions
-// every step calls (functions.sql). {{object}} marks the name of one of the
-// backend's objects; see objectNames.
+// The server-side code: tables (schema.sql, version 3), the functions
+// every step calls (functions.sql) and the statements of the common cases
+// of acquire and release (acquire_free.sql, release_free.sql). {{object}}
+// marks the name of one of the backend's objects; see objectNames.
 var (
 	//go:embed sql/schema.sql
 	schemaSQL string
 	//go:embed sql/functions.sql
 	functionsSQL string
+	//go:embed sql/acquire_free.sql
+	acquireFreeSQL string
+	//go:embed sql/release_free.sql
+	releaseFreeSQL string
 )
 
 // schemaVersion is the version of the tables and functions this code

@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sema-dev/sema"
 )
@@ -16,10 +19,20 @@ func (b *Backend) acquire(ctx context.Context, req *sema.Request, queue bool) (s
 	if req.PID <= math.MaxInt32 {
 		pid = int32(req.PID)
 	}
-	rs, err := b.step(ctx, "acquire", req.Name, b.stmt.acquire, req.Name, req.ID, req.Owner, req.Host, pid,
-		req.Limit, req.Weight, req.TTL.Microseconds(), queue, b.lis.channel, b.cfg.WaiterTTL.Microseconds())
-	if err != nil {
-		return row{}, nil, err
+	var rs []row
+	if b.stmt.acquireFree != "" {
+		rs, err = b.step(ctx, "acquire", req.Name, b.stmt.acquireFree, req.Name, req.ID, req.Owner, req.Host, pid,
+			req.Limit, req.Weight, req.TTL.Microseconds())
+		if err != nil && !b.retried(err) {
+			return row{}, nil, err
+		}
+	}
+	if len(rs) == 0 { // not the common case
+		rs, err = b.step(ctx, "acquire", req.Name, b.stmt.acquire, req.Name, req.ID, req.Owner, req.Host, pid,
+			req.Limit, req.Weight, req.TTL.Microseconds(), queue, b.lis.channel, b.cfg.WaiterTTL.Microseconds())
+		if err != nil {
+			return row{}, nil, err
+		}
 	}
 	st, rest, err = b.settle(rs, "acquire", req.Name)
 	if err != nil {
@@ -38,6 +51,13 @@ func (b *Backend) acquire(ctx context.Context, req *sema.Request, queue bool) (s
 			req.Name, sema.ErrForceReleased, req.ID)
 	}
 	return st, rest, nil
+}
+
+// retried reports whether the statement of acquire's common case failed
+// because the request's lease exists: a retry, which acquire answers.
+func (b *Backend) retried(err error) bool {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pe.Code == "23505" /* unique_violation */ && pe.TableName == b.cfg.TablePrefix+"leases"
 }
 
 // settle hands the grants of a step's answer to this process's waiters and
@@ -128,9 +148,17 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 	if b.closed.Load() {
 		return sema.ErrClosed
 	}
-	rs, err := b.call(ctx, "release", name, b.stmt.release, name, id, b.lis.channel)
-	if err != nil {
-		return err
+	var rs []row
+	var err error
+	if b.stmt.releaseFree != "" {
+		if rs, err = b.call(ctx, "release", name, b.stmt.releaseFree, name, id); err != nil {
+			return err
+		}
+	}
+	if len(rs) == 0 { // not the common case
+		if rs, err = b.call(ctx, "release", name, b.stmt.release, name, id, b.lis.channel); err != nil {
+			return err
+		}
 	}
 	st, _, err := b.settle(rs, "release", name)
 	if err != nil {

@@ -188,7 +188,8 @@ $sema$;
 -- permits free and nobody queued (the common case) it is two statements:
 -- update the row where it shows that (which locks it), add the lease.
 -- Otherwise the request takes the careful path, which locks the row
--- first.
+-- first. (acquire_free.sql is the common case as a statement of its own,
+-- which a client with prepared statements sends before calling acquire.)
 CREATE OR REPLACE FUNCTION {{acquire}}(p_name text, p_id text, p_owner text, p_host text, p_pid integer,
 	p_limit bigint, p_weight bigint, p_ttl_us bigint, p_queue boolean, p_channel text, p_wttl_us bigint)
 RETURNS SETOF {{row}}
@@ -413,7 +414,8 @@ $sema$;
 -- without waiting for the disk (lazy): if the database crashes before the
 -- release is written, the lease is back after the restart until it
 -- expires; nobody else can have been granted its permits meanwhile, as any
--- later grant's durable commit writes the release first.
+-- later grant's durable commit writes the release first. (release_free.sql
+-- is the case without waiters as a statement of its own.)
 CREATE OR REPLACE FUNCTION {{release}}(p_name text, p_id text, p_channel text)
 RETURNS SETOF {{row}}
 LANGUAGE plpgsql AS $sema$
