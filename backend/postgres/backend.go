@@ -23,10 +23,11 @@ import (
 // Backend is the PostgreSQL backend. Make one with [Open]; it is safe for
 // concurrent use.
 type Backend struct {
-	cfg  Config
-	pool *pgxpool.Pool
-	lis  *listener
-	stmt statements
+	cfg   Config
+	pool  *pgxpool.Pool
+	lis   *listener
+	stmt  statements
+	hints hints // where the statements of the common cases apply: see free.go
 
 	forced   string         // the channel force-releases are announced on
 	notices  forced.Notices // told of force-releases (see NotifyForced)
@@ -53,7 +54,7 @@ var (
 
 // statements are the calls of the server-side functions, and the
 // statements of the common cases of acquire and release (acquireFree,
-// releaseFree: "" unless statements are prepared, see Open).
+// releaseFree: "" unless statements are prepared, see Open and free.go).
 type statements struct {
 	acquire, check, poll, leave, release, renew, forceRelease, inspect, sweep string
 	acquireFree, releaseFree                                                  string

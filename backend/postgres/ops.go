@@ -2,12 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sema-dev/sema"
 )
@@ -19,13 +16,9 @@ func (b *Backend) acquire(ctx context.Context, req *sema.Request, queue bool) (s
 	if req.PID <= math.MaxInt32 {
 		pid = int32(req.PID)
 	}
-	var rs []row
-	if b.stmt.acquireFree != "" {
-		rs, err = b.step(ctx, "acquire", req.Name, b.stmt.acquireFree, req.Name, req.ID, req.Owner, req.Host, pid,
-			req.Limit, req.Weight, req.TTL.Microseconds())
-		if err != nil && !b.retried(err) {
-			return row{}, nil, err
-		}
+	rs, err := b.acquireFree(ctx, req, pid)
+	if err != nil {
+		return row{}, nil, err
 	}
 	if len(rs) == 0 { // not the common case
 		rs, err = b.step(ctx, "acquire", req.Name, b.stmt.acquire, req.Name, req.ID, req.Owner, req.Host, pid,
@@ -39,6 +32,8 @@ func (b *Backend) acquire(ctx context.Context, req *sema.Request, queue bool) (s
 		return row{}, nil, err
 	}
 	switch st.kind {
+	case kindQueued, kindHeld:
+		b.hints.queued(req.Name)
 	case kindGranted:
 		if st.id != req.ID {
 			return row{}, nil, b.wrap("acquire", req.Name, fmt.Errorf("%w: granted lease %q", errAnswer, st.id))
@@ -51,13 +46,6 @@ func (b *Backend) acquire(ctx context.Context, req *sema.Request, queue bool) (s
 			req.Name, sema.ErrForceReleased, req.ID)
 	}
 	return st, rest, nil
-}
-
-// retried reports whether the statement of acquire's common case failed
-// because the request's lease exists: a retry, which acquire answers.
-func (b *Backend) retried(err error) bool {
-	pe, ok := errors.AsType[*pgconn.PgError](err)
-	return ok && pe.Code == "23505" /* unique_violation */ && pe.TableName == b.cfg.TablePrefix+"leases"
 }
 
 // settle hands the grants of a step's answer to this process's waiters and
@@ -148,12 +136,9 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 	if b.closed.Load() {
 		return sema.ErrClosed
 	}
-	var rs []row
-	var err error
-	if b.stmt.releaseFree != "" {
-		if rs, err = b.call(ctx, "release", name, b.stmt.releaseFree, name, id); err != nil {
-			return err
-		}
+	rs, err := b.releaseFree(ctx, name, id)
+	if err != nil {
+		return err
 	}
 	if len(rs) == 0 { // not the common case
 		if rs, err = b.call(ctx, "release", name, b.stmt.release, name, id, b.lis.channel); err != nil {
