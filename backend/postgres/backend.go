@@ -23,11 +23,11 @@ import (
 // Backend is the PostgreSQL backend. Make one with [Open]; it is safe for
 // concurrent use.
 type Backend struct {
-	cfg   Config
-	pool  *pgxpool.Pool
-	lis   *listener
-	stmt  statements
-	hints hints // where the statements of the common cases apply: see free.go
+	cfg  Config
+	pool *pgxpool.Pool
+	lis  *listener
+	stmt statements
+	free freeGrants // see free.go
 
 	forced   string         // the channel force-releases are announced on
 	notices  forced.Notices // told of force-releases (see NotifyForced)

@@ -34,11 +34,12 @@
 // common cases are sent as statements of their own instead
 // (sql/acquire_free.sql, sql/release_free.sql), which take less of the
 // database's time than a function call; where one does not apply it
-// changes nothing and the function is called next. A release sends its
-// statement only for a lease that acquire's granted: one granted after a
-// wait most likely has waiters behind it, and its release calls the
-// function at once. The rows of names nobody holds or waits for are swept
-// every Config.Sweep.
+// changes nothing and the function is called next. So an acquire skips
+// its statement while another Acquire of the same Backend waits for the
+// name, and a release sends its statement only for a lease that
+// acquire's granted (one granted after a wait most likely has waiters
+// behind it). The rows of names nobody holds or waits for are swept every
+// Config.Sweep.
 //
 // # Waiting
 //

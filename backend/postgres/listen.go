@@ -45,6 +45,7 @@ type listener struct {
 	running   bool
 	exited    chan struct{}
 	waiters   map[string][]*waiter // by lease ID (one ID may wait on several names)
+	byName    map[string]int       // how many waiters each name has
 	gen       uint64               // number of the open connection; changes at each (re)opening
 	connected bool                 // the connection of gen is open, its LISTENs in place
 	attempts  int                  // connection attempts finished
@@ -74,7 +75,7 @@ func newListener(b *Backend, cfg *pgx.ConnConfig) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &listener{
 		b: b, cfg: cfg, channel: "sema_w_" + strings.ToLower(rand.Text()), ctx: ctx, cancel: cancel,
-		waiters: map[string][]*waiter{}, changed: make(chan struct{}),
+		waiters: map[string][]*waiter{}, byName: map[string]int{}, changed: make(chan struct{}),
 	}
 }
 
@@ -88,6 +89,7 @@ func (l *listener) register(name, id string) *waiter {
 		w.gen = l.gen
 	}
 	l.waiters[id] = append(l.waiters[id], w)
+	l.byName[name]++
 	return w
 }
 
@@ -100,6 +102,16 @@ func (l *listener) unregister(w *waiter) {
 	} else {
 		l.waiters[w.id] = ws
 	}
+	if l.byName[w.name]--; l.byName[w.name] <= 0 {
+		delete(l.byName, w.name)
+	}
+}
+
+// waiting returns how many waiters of this backend name has.
+func (l *listener) waiting(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byName[name]
 }
 
 // recheckLocked tells every waiter to look at its request again.

@@ -16,7 +16,7 @@ func (b *Backend) acquire(ctx context.Context, req *sema.Request, queue bool) (s
 	if req.PID <= math.MaxInt32 {
 		pid = int32(req.PID)
 	}
-	rs, err := b.acquireFree(ctx, req, pid)
+	rs, err := b.acquireFree(ctx, req, pid, queue)
 	if err != nil {
 		return row{}, nil, err
 	}
@@ -32,8 +32,6 @@ func (b *Backend) acquire(ctx context.Context, req *sema.Request, queue bool) (s
 		return row{}, nil, err
 	}
 	switch st.kind {
-	case kindQueued, kindHeld:
-		b.hints.queued(req.Name)
 	case kindGranted:
 		if st.id != req.ID {
 			return row{}, nil, b.wrap("acquire", req.Name, fmt.Errorf("%w: granted lease %q", errAnswer, st.id))

@@ -213,7 +213,7 @@ func (wt *waiting) look(ctx context.Context) (row, error) {
 func (b *Backend) leave(ctx context.Context, req *sema.Request) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
 	defer cancel()
-	b.hints.ended(req.Name, req.ID)
+	b.free.take(req.Name, req.ID)
 	rs, err := b.call(lctx, "leave", req.Name, b.stmt.leave, req.Name, req.ID, b.lis.channel)
 	if err == nil {
 		_, _, err = b.settle(rs, "leave", req.Name)
