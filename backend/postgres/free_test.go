@@ -91,8 +91,13 @@ func TestFreeStatementsStepAside(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _, _ = b.Acquire(wctx, request("free/a", "waiter", 2)) }()
-	for _, waiting := sums("free/a"); waiting == 0; _, waiting = sums("free/a") {
-		time.Sleep(10 * time.Millisecond)
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if _, waiting := sums("free/a"); waiting > 0 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the waiter was not queued within 10s")
+		}
 	}
 	tag, err := c.Exec(ctx, releaseFree, "free/a", "first")
 	if err != nil || tag.RowsAffected() != 0 {

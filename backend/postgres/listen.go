@@ -107,7 +107,7 @@ func (l *listener) unregister(w *waiter) {
 	}
 }
 
-// waiting returns how many waiters of this backend name has.
+// waiting returns how many of this backend's waiters wait for name.
 func (l *listener) waiting(name string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
