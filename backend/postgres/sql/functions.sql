@@ -189,7 +189,7 @@ $sema$;
 -- update the row where it shows that (which locks it), add the lease.
 -- Otherwise the request takes the careful path, which locks the row
 -- first. (acquire_free.sql is the common case as a statement of its own,
--- which a client with prepared statements sends before calling acquire.)
+-- which a client with prepared statements may send first: see free.go.)
 CREATE OR REPLACE FUNCTION {{acquire}}(p_name text, p_id text, p_owner text, p_host text, p_pid integer,
 	p_limit bigint, p_weight bigint, p_ttl_us bigint, p_queue boolean, p_channel text, p_wttl_us bigint)
 RETURNS SETOF {{row}}
