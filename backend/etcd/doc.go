@@ -24,15 +24,21 @@
 //     stream) beside a read that the entry is still the one granted: it
 //     never re-creates anything;
 //   - release deletes the entry if its create revision is still the one
-//     granted, so a late or repeated release never touches a newer lease.
+//     granted, so a late or repeated release never touches a newer lease;
+//     a lock's release also puts the entry's released key (Prefix + "r/"),
+//     in the same revision.
 //
 // A waiter watches only what is ahead of it: the entry just ahead, or, once
 // every entry ahead holds, the deletions of the queue, counted against
-// what is ahead. A release thus wakes the one waiter it can serve. A
-// waiter granted after a wait marks its entry (rewrites it, in the
-// background): the waiter just behind it learns that it holds, so a lock's
-// release hands the lock on with no read of the queue, and a semaphore's
-// waiter behind a grant that leaves room is woken.
+// what is ahead. A release thus wakes the one waiter it can serve. Behind a
+// lock's entry, the waiter also watches its released key: an entry that
+// its holder released held, so nothing is ahead of the waiter any more,
+// and the release hands the lock on with no read of the queue (an entry
+// deleted with no such key, a waiter that left or expired, sends it to
+// read the queue). A semaphore's waiter granted after a wait marks its
+// entry (rewrites it, in the background), so that the waiter just behind a
+// grant that leaves room is woken; a lock's holder marks it only once it
+// has held for 100ms, for Describe.
 //
 // Watches start at the current revision, which etcd serves at once (a
 // watch from a past revision, as etcd's own concurrency.Mutex starts,
@@ -84,8 +90,11 @@
 //     dead holder may hold that much longer.
 //   - Acquire costs a Txn (and a keepalive beside it when the etcd lease
 //     it reuses was last renewed over a second ago), and one more, the
-//     mark, if it waited on a waiter of another client; release a Txn;
-//     TryAcquire on a busy name reads it. A name's keys are reused by each process, but
+//     mark, if it waited: a semaphore's unless the waiter behind it is of
+//     the same backend, a lock's if it holds for 100ms; release a Txn;
+//     TryAcquire on a busy name reads it.
+//   - Describe in another process shows a lock's holder that waited as
+//     acquired when it queued, for its first 100ms of holding. A name's keys are reused by each process, but
 //     every key ever written stays in etcd's index until a compaction: run
 //     etcd with auto-compaction.
 //   - A request with a TTL longer than Config.WaiterTTL waits on a lease of

@@ -1,8 +1,12 @@
 package etcd_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,18 +21,7 @@ import (
 // behind it in; the holder's release must reach the head waiter, and a
 // waiter granted after waiting must hand the lock on to the one behind it.
 func TestLockHandOffAcrossClients(t *testing.T) {
-	c := testenv.SharedEtcd(t)
-	name := fmt.Sprintf("handoff/%d", time.Now().UnixNano())
-	locks := make([]*sema.Semaphore, 4)
-	for i := range locks {
-		b, err := etcd.Open(context.Background(), etcd.Config{Endpoints: c.Endpoints(), Recheck: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cl := sema.New(b)
-		t.Cleanup(func() { _ = cl.Close() })
-		locks[i] = cl.Mutex(name)
-	}
+	locks := mutexes(t, etcd.Config{Endpoints: testenv.SharedEtcd(t).Endpoints(), Recheck: time.Minute}, "handoff", 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, err := locks[0].Acquire(ctx)
@@ -95,6 +88,24 @@ func TestLockHandOffAcrossClients(t *testing.T) {
 	}
 }
 
+// mutexes opens n clients with cfg, as n processes would, and returns each
+// one's lock of one new name under prefix.
+func mutexes(t *testing.T, cfg etcd.Config, prefix string, n int) []*sema.Semaphore {
+	t.Helper()
+	name := fmt.Sprintf("%s/%d", prefix, time.Now().UnixNano())
+	locks := make([]*sema.Semaphore, n)
+	for i := range locks {
+		b, err := etcd.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := sema.New(b)
+		t.Cleanup(func() { _ = cl.Close() })
+		locks[i] = cl.Mutex(name)
+	}
+	return locks
+}
+
 // waitWaiters waits until s has n waiters.
 func waitWaiters(t *testing.T, s *sema.Semaphore, n int) {
 	t.Helper()
@@ -108,4 +119,130 @@ func waitWaiters(t *testing.T, s *sema.Semaphore, n int) {
 		}
 	}
 	t.Fatalf("%s never had %d waiters", s.Name(), n)
+}
+
+// TestLockHandOffWithoutRead hands a lock between three clients, as three
+// processes would: the second waiter queues behind one that waits too, so
+// it learns only from etcd that the holder ahead of it left. The release
+// of the holder that waited must grant it with no read of the queue: the
+// release tells, in its own Txn, that a holder left.
+func TestLockHandOffWithoutRead(t *testing.T) {
+	c := testenv.StartEtcd(t, 1)
+	locks := mutexes(t, etcd.Config{Endpoints: c.Endpoints(), Recheck: time.Minute}, "handoff/read", 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := locks[0].Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire := func(s *sema.Semaphore, waiters int) <-chan *sema.Lease {
+		ch := make(chan *sema.Lease, 1)
+		go func() {
+			l, err := s.Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- l
+		}()
+		waitWaiters(t, s, waiters)
+		return ch
+	}
+	bres := acquire(locks[1], 1)
+	cres := acquire(locks[2], 2)
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := <-bres
+	if b == nil {
+		t.FailNow()
+	}
+	reads := ranges(t, c.Members[0])
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-cres
+	if l == nil {
+		t.FailNow()
+	}
+	if n := ranges(t, c.Members[0]) - reads; n != 0 {
+		t.Errorf("the hand-off from a holder that waited read etcd %d times, want none", n)
+	}
+	if l.Token() <= b.Token() {
+		t.Errorf("token %d after %d", l.Token(), b.Token())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ranges returns how many reads (Range calls) member m has served, from
+// its metrics.
+func ranges(t *testing.T, m *testenv.Etcd) int {
+	t.Helper()
+	resp, err := http.Get("http://" + m.ClientAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "grpc_server_handled_total{") && strings.Contains(line, `grpc_method="Range"`) &&
+			strings.Contains(line, `grpc_code="OK"`) {
+			n, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				t.Fatalf("metrics: %q: %v", line, err)
+			}
+			return int(n)
+		}
+	}
+	t.Fatalf("metrics of %s: no count of Range calls (%v)", m.ClientAddr, sc.Err())
+	return 0
+}
+
+// TestLockHolderAcquiredAt: another client's Describe of a lock's holder
+// that waited shows, once it has held a moment, when it was granted, not
+// when it queued.
+func TestLockHolderAcquiredAt(t *testing.T) {
+	locks := mutexes(t, etcd.Config{Endpoints: testenv.SharedEtcd(t).Endpoints()}, "handoff/at", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := locks[0].Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan *sema.Lease, 1)
+	go func() {
+		l, err := locks[1].Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		ch <- l
+	}()
+	waitWaiters(t, locks[0], 1)
+	time.Sleep(200 * time.Millisecond)
+	released := time.Now()
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-ch
+	if l == nil {
+		t.FailNow()
+	}
+	defer func() { _ = l.Release(ctx) }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, err := locks[0].Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Holders) != 1 || st.Holders[0].Token != l.Token() {
+			t.Fatalf("holders %+v, want the lease of token %d", st.Holders, l.Token())
+		}
+		if !st.Holders[0].AcquiredAt.Before(released) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the holder acquired at %v, before the lock was released at %v", st.Holders[0].AcquiredAt, released)
+		}
+	}
 }

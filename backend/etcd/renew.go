@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/sema-dev/sema"
@@ -99,10 +100,15 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 	if r == nil {
 		return fmt.Errorf("etcd: %s: %w", op, sema.ErrNotHeld)
 	}
+	then := []clientv3.Op{clientv3.OpDelete(r.key), clientv3.OpGet(b.k.forcedKey(id), clientv3.WithCountOnly())}
+	if r.limit == 1 {
+		// Tells the waiter just behind, in the same revision, that a holder
+		// left: nothing is ahead of it now (see watch).
+		then = append(then, clientv3.OpPut(b.k.releasedKey(r.key), strconv.FormatInt(r.rev, 10), clientv3.WithLease(r.lease)))
+	}
 	cctx, cancel := b.call(ctx)
 	// The create revision names one entry: its key is reused only later.
-	resp, err := b.cli.Txn(cctx).If(clientv3.Compare(clientv3.CreateRevision(r.key), "=", r.rev)).
-		Then(clientv3.OpDelete(r.key), clientv3.OpGet(b.k.forcedKey(id), clientv3.WithCountOnly())).Commit()
+	resp, err := b.cli.Txn(cctx).If(clientv3.Compare(clientv3.CreateRevision(r.key), "=", r.rev)).Then(then...).Commit()
 	cancel()
 	if err != nil {
 		return b.fail(op, err)

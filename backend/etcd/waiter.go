@@ -234,8 +234,9 @@ func (w *waiter) keepAlive(ctx context.Context, done chan<- struct{}) {
 
 // granted finishes a grant: a request whose TTL is longer than the waiter
 // TTL moves its entry to a lease of its own TTL; else a grant after a wait
-// marks the entry (see mark) unless the waiter behind it is of this
-// backend; then the grant is recorded.
+// marks the entry (see mark): a lock's if it holds a while, a semaphore's
+// unless the waiter behind it is of this backend. Then the grant is
+// recorded.
 func (w *waiter) granted(ctx context.Context, waited bool, ahead []entry) (sema.Grant, error) {
 	b, req := w.b, w.req
 	val := w.val
@@ -283,24 +284,45 @@ func (w *waiter) granted(ctx context.Context, waited bool, ahead []entry) (sema.
 		l, life = nl, nlife
 		w.owned, moved = true, true
 	}
-	if !b.local.hold(w.key, w.rev, ahead) && waited && !moved && (req.Limit == 1 || req.Weight < req.Limit) {
+	switch next := b.local.hold(w.key, w.rev, ahead); {
+	case !waited || moved:
+	case req.Limit == 1:
+		b.markLater(req.ID, w.key, w.rev, val)
+	case !next && req.Weight < req.Limit:
 		b.mark(w.key, w.rev, val)
 	}
 	return b.granted(req, w.key, w.rev, l, w.owned, val, life, life-w.start), nil
 }
 
+// markDelay is how long a lock's holder granted after a wait holds before
+// its entry is marked.
+const markDelay = 100 * time.Millisecond
+
 // mark rewrites a granted entry (same lease, its value's Granted set) in
 // the background. The put is the event that tells the waiter just behind
 // it, in another process, that the entry holds: behind a semaphore's
-// holder that leaves room, that waiter may hold now too; behind a lock's
-// holder, nothing else is ahead of it, so the holder's release grants it
-// with no read (see watch). It costs a grant that waited one write more,
-// and spares the waiter behind it a read of the queue at the moment the
-// lock is handed on.
+// holder that leaves room, that waiter may hold now too. A lock needs no
+// mark for its hand-off (its holder's release says that it held, see
+// watch): a lock's holder is marked by markLater, so that Describe in
+// other processes shows when it was granted rather than when it queued,
+// which costs a write only to holds that last.
 func (b *Backend) mark(key string, rev int64, val value) {
 	b.background(func(ctx context.Context) {
 		_, _ = b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
 			Then(clientv3.OpPut(key, encodeValue(val), clientv3.WithIgnoreLease())).Commit()
+	})
+}
+
+// markLater marks the entry of lease id (see mark) after markDelay, if it
+// still holds.
+func (b *Backend) markLater(id, key string, rev int64, val value) {
+	time.AfterFunc(markDelay, func() {
+		b.mu.Lock()
+		r := b.recs[id]
+		b.mu.Unlock()
+		if r != nil && r.rev == rev {
+			b.mark(key, rev, val)
+		}
 	})
 }
 
