@@ -53,7 +53,8 @@ func (b *Backend) TryAcquire(ctx context.Context, req sema.Request) (sema.Grant,
 		resp, lease, life, err := b.putEntry(ctx, l, want, func(lid clientv3.LeaseID) placement {
 			// The entry is the newest of its queue: the tail names it.
 			return placement{key: key, cmps: []clientv3.Cmp{absent(key), guard, absent(forced)},
-				then:   []clientv3.Op{put(key, val, lid), clientv3.OpPut(tail, key, clientv3.WithLease(lid))},
+				then: append([]clientv3.Op{put(key, val, lid), clientv3.OpPut(tail, key, clientv3.WithLease(lid))},
+					b.stateOps(req.Limit, key, lid)...),
 				orElse: []clientv3.Op{isForced(forced)}}
 		})
 		if err != nil {
@@ -262,7 +263,7 @@ func (b *Backend) deleteEntry(key string, rev int64) (bool, error) {
 	ctx, cancel := b.call(context.Background())
 	defer cancel()
 	resp, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key)).Commit()
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(b.k.stateKey(key))).Commit()
 	if err != nil {
 		return false, err
 	}
@@ -293,7 +294,7 @@ func (b *Backend) dropEntry(key string, id clientv3.LeaseID) {
 	}
 	ctx, cancel := b.call(context.Background())
 	defer cancel()
-	_, _ = b.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", id)).Then(clientv3.OpDelete(key)).Commit()
+	_, _ = b.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", id)).Then(clientv3.OpDelete(key), clientv3.OpDelete(b.k.stateKey(key))).Commit()
 }
 
 // keepIdle returns an unused lease of the caller's to the pool.

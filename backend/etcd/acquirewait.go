@@ -127,6 +127,7 @@ func (b *Backend) enqueue(ctx context.Context, req *sema.Request, start time.Dur
 			then := []clientv3.Op{put(key, val, lid)}
 			// The tail says which entry is just ahead.
 			then = append(then, clientv3.OpGet(tail), clientv3.OpPut(tail, key, clientv3.WithLease(lid)))
+			then = append(then, b.stateOps(req.Limit, key, lid)...)
 			return placement{key: key, cmps: []clientv3.Cmp{absent(key), below, above, absent(forced)},
 				then:   append(then, clientv3.OpGet(ld, clientv3.WithPrefix(), clientv3.WithCountOnly())),
 				orElse: []clientv3.Op{isForced(forced), clientv3.OpGet(nd, clientv3.WithPrefix())}}

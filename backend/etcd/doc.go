@@ -19,24 +19,26 @@
 //   - acquire puts the entry if no entry of another limit exists (else
 //     sema.ErrLimitMismatch) and reads the tail of the queue, so a waiter
 //     knows the entry just ahead; TryAcquire puts it only if nobody waits
-//     and the permits are free;
+//     and the permits are free. A lock's entry has a state key beside it
+//     (Prefix + "r/…", on the same etcd lease), put in the same Txn;
 //   - renew is a keepalive of the entry's etcd lease (on one long-lived
 //     stream) beside a read that the entry is still the one granted: it
 //     never re-creates anything;
 //   - release deletes the entry if its create revision is still the one
 //     granted, so a late or repeated release never touches a newer lease;
-//     a lock's release also puts the entry's released key (Prefix + "r/"),
-//     in the same revision.
+//     a lock's release also sets the entry's state key to "released".
 //
 // A waiter watches only what is ahead of it: the entry just ahead, or, once
 // every entry ahead holds, the deletions of the queue, counted against
 // what is ahead. A release thus wakes the one waiter it can serve. Behind a
-// lock's entry, the waiter also watches its released key: an entry that
-// its holder released held, so nothing is ahead of the waiter any more,
-// and the release hands the lock on with no read of the queue (an entry
-// deleted with no such key, a waiter that left or expired, sends it to
-// read the queue). A semaphore's waiter granted after a wait marks its
-// entry (rewrites it, in the background), so that the waiter just behind a
+// lock's entry that waits, the waiter watches that entry's state key, one
+// key that tells all it needs: "released" means the entry held, so nothing
+// is ahead of the waiter any more, and the lock is handed on with no read
+// of the queue; the key's deletion (the entry left while waiting, or its
+// etcd lease ended) sends the waiter to read the queue. (Behind an entry
+// put by an older sema client, with no state key, it watches the entry
+// itself.) A semaphore's waiter granted after a wait marks its entry
+// (rewrites it, in the background), so that the waiter just behind a
 // grant that leaves room is woken; a lock's holder marks it only once it
 // has held for 100ms, for Describe.
 //

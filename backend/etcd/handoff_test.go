@@ -13,6 +13,7 @@ import (
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/backend/etcd"
 	"github.com/sema-dev/sema/internal/testenv"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestLockHandOffAcrossClients queues waiters of four clients (as four
@@ -244,5 +245,116 @@ func TestLockHolderAcquiredAt(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the holder acquired at %v, before the lock was released at %v", st.Holders[0].AcquiredAt, released)
 		}
+	}
+}
+
+// TestLockBehindOlderClient: a waiter queued just behind an entry that an
+// older client put (no state key) watches that entry itself: when it
+// leaves, the waiter reads the queue again, and it is granted once the
+// holder ahead releases.
+func TestLockBehindOlderClient(t *testing.T) {
+	c := testenv.SharedEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	locks := mutexes(t, etcd.Config{Endpoints: c.Endpoints(), Prefix: "older", Recheck: time.Minute}, "handoff/older", 2)
+	a, err := locks[0].Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Queue an entry the way an older client did: the entry and the
+	// queue's tail, on an etcd lease of its own.
+	raw := client(t, c, "", "")
+	el, err := raw.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.ReplaceAll(locks[0].Name(), "/", "%2F") // as the keys escape it
+	key := "older/q/" + name + "/00000001/ffffffff00000001"
+	val := fmt.Sprintf(`{"i":"older-client","w":1,"t":30000,"s":%d}`, time.Now().UnixNano())
+	if _, err := raw.Txn(ctx).Then(clientv3.OpPut(key, val, clientv3.WithLease(el.ID)),
+		clientv3.OpPut("older/t/"+name+"/00000001", key, clientv3.WithLease(el.ID))).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan *sema.Lease, 1)
+	go func() {
+		l, err := locks[1].Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		ch <- l
+	}()
+	waitWaiters(t, locks[0], 2)
+	time.Sleep(200 * time.Millisecond)              // the waiter watches what is ahead of it
+	if _, err := raw.Delete(ctx, key); err != nil { // the older client's waiter leaves
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // time for a wrong grant to show
+	select {
+	case l := <-ch:
+		t.Fatalf("granted while the lock is held (%v)", l)
+	default:
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-ch:
+		if l == nil {
+			t.FailNow()
+		}
+		_ = l.Release(ctx)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter behind the older client's entry was not granted after the holder released")
+	}
+}
+
+// TestLockBehindExpiredWaiter: when the etcd lease of the waiter just
+// ahead ends (its process died), the waiter behind it learns from etcd at
+// once, waits for the holder still ahead, and is granted when it releases.
+func TestLockBehindExpiredWaiter(t *testing.T) {
+	c := testenv.SharedEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	locks := mutexes(t, etcd.Config{Endpoints: c.Endpoints(), Prefix: "expired", Recheck: time.Minute}, "handoff/expired", 3)
+	a, err := locks[0].Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make([]chan error, 2)
+	for i := range results {
+		results[i] = make(chan error, 1)
+		go func() {
+			l, err := locks[i+1].Acquire(ctx)
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			results[i] <- err
+		}()
+		waitWaiters(t, locks[0], i+1)
+	}
+	raw := client(t, c, "", "")
+	resp, err := raw.Get(ctx, "expired/q/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil || len(resp.Kvs) != 3 {
+		t.Fatalf("entries: %v, %v", resp, err)
+	}
+	if _, err := raw.Revoke(ctx, clientv3.LeaseID(resp.Kvs[1].Lease)); err != nil { // the first waiter's
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // time for a wrong grant to show
+	select {
+	case err := <-results[1]:
+		t.Fatalf("granted while the lock is held (%v)", err)
+	default:
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-results[1]:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter behind an expired waiter was not granted after the holder released")
 	}
 }

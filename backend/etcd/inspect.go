@@ -208,6 +208,9 @@ func (b *Backend) ForceRelease(ctx context.Context, name, id string, opts sema.F
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev))
 			if opts.Now {
 				ops = append(ops, clientv3.OpDelete(e.key))
+				if e.limit == 1 { // a holder left (see watchLock)
+					ops = append(ops, clientv3.OpPut(b.k.stateKey(e.key), stateReleased, clientv3.WithLease(e.lease)))
+				}
 			}
 			h.ForceReleased = true
 			hs, ls, es = append(hs, h), append(ls, e.lease), append(es, e)

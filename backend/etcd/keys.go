@@ -18,11 +18,10 @@ import (
 //	                                 revision is that entry's create
 //	                                 revision. Every put of an entry puts
 //	                                 it in the same Txn.
-//	P/r/<name>/<limit>/<slot>        a lock's entry released by its holder:
-//	                                 put by the release's Txn (value: the
-//	                                 entry's create revision), on the
-//	                                 entry's etcd lease; the waiter just
-//	                                 behind watches it (see watch)
+//	P/r/<name>/<limit>/<slot>        a lock's entry's state (see
+//	                                 stateQueued), on the entry's etcd
+//	                                 lease: what the waiter just behind it
+//	                                 watches
 //	P/f/<lease id>                   a lease an admin force-released, kept a
 //	                                 while so that its holder learns why
 //
@@ -40,20 +39,20 @@ import (
 
 // keys holds the key prefixes of one backend.
 type keys struct {
-	root     string // P/
-	queues   string // P/q/
-	tails    string // P/t/
-	released string // P/r/
-	forced   string // P/f/
+	root   string // P/
+	queues string // P/q/
+	tails  string // P/t/
+	states string // P/r/
+	forced string // P/f/
 }
 
 func newKeys(prefix string) keys {
 	root := prefix + "/"
-	return keys{root: root, queues: root + "q/", tails: root + "t/", released: root + "r/", forced: root + "f/"}
+	return keys{root: root, queues: root + "q/", tails: root + "t/", states: root + "r/", forced: root + "f/"}
 }
 
-// releasedKey is the key a holder's release of the lock entry key puts.
-func (k keys) releasedKey(key string) string { return k.released + strings.TrimPrefix(key, k.queues) }
+// stateKey is the state key of the lock's entry key.
+func (k keys) stateKey(key string) string { return k.states + strings.TrimPrefix(key, k.queues) }
 
 // tailKey is the key of the tail of a queue.
 func (k keys) tailKey(name string, limit int64) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/sema-dev/sema"
@@ -102,9 +101,8 @@ func (b *Backend) Release(ctx context.Context, name, id string) error {
 	}
 	then := []clientv3.Op{clientv3.OpDelete(r.key), clientv3.OpGet(b.k.forcedKey(id), clientv3.WithCountOnly())}
 	if r.limit == 1 {
-		// Tells the waiter just behind, in the same revision, that a holder
-		// left: nothing is ahead of it now (see watch).
-		then = append(then, clientv3.OpPut(b.k.releasedKey(r.key), strconv.FormatInt(r.rev, 10), clientv3.WithLease(r.lease)))
+		// Tells the waiter just behind that a holder left (see watchLock).
+		then = append(then, clientv3.OpPut(b.k.stateKey(r.key), stateReleased, clientv3.WithLease(r.lease)))
 	}
 	cctx, cancel := b.call(ctx)
 	// The create revision names one entry: its key is reused only later.

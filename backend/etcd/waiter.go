@@ -267,7 +267,8 @@ func (w *waiter) granted(ctx context.Context, waited bool, ahead []entry) (sema.
 			clientv3.Compare(clientv3.LeaseValue(w.key), "=", w.lease.id),
 		}
 		resp, nl, nlife, err := b.putEntry(ctx, idleLease{}, hold, func(lid clientv3.LeaseID) placement {
-			return placement{key: w.key, cmps: cmps, then: []clientv3.Op{put(w.key, val, lid)}}
+			then := append([]clientv3.Op{put(w.key, val, lid)}, b.stateOps(req.Limit, w.key, lid)...)
+			return placement{key: w.key, cmps: cmps, then: then}
 		})
 		if err != nil {
 			w.leave()

@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/sema-dev/sema"
@@ -13,12 +12,11 @@ import (
 
 // watch waits, through an etcd watch, for a change that may grant the
 // waiter. While an entry ahead waits too, it watches only the entry just
-// ahead (its deletion, or a put: a grant mark or a move to a longer lease)
-// and then reads the queue again, except where the entry is a lock's that
-// held: its holder's release puts its released key in the same Txn (the
-// waiter watches that key too), and once the entry is gone, with the
-// entry known granted (see holds) or that key put, nothing is ahead of the
-// waiter: it is granted with no read. Once every entry ahead holds, it watches
+// ahead: a lock's state key (see watchLock), else the entry itself (its
+// deletion, or a put: a grant mark or a move to a longer lease), and then
+// reads the queue again, except behind a lock's entry known granted (see
+// holds), whose deletion grants the waiter with no read. Once every entry
+// ahead holds, it watches
 // the deletions of the queue and counts them against the entries ahead: the
 // grant needs no read. A watch starts at the current revision, so etcd
 // treats it as synced at once (a watch from an older revision is served by
@@ -39,6 +37,12 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	pred := ahead[len(ahead)-1]
+	if !head && w.req.Limit == 1 {
+		q, qat, granted, legacy, err := w.watchLock(ctx, pred, load <= 4*w.req.Limit, at)
+		if !legacy {
+			return q, qat, granted, err
+		}
+	}
 	var wchs [2]clientv3.WatchChan // the second one nil (never ready) unless near the head
 	watches := 1
 	if load <= 4*w.req.Limit {
@@ -50,11 +54,6 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 		} else {
 			wchs[i] = w.b.cli.Watch(wctx, pred.key, clientv3.WithCreatedNotify())
 		}
-	}
-	var rch clientv3.WatchChan // the released key of a lock's entry ahead; nil (never ready) otherwise
-	if !head && w.req.Limit == 1 {
-		rch = w.b.cli.Watch(wctx, w.b.k.releasedKey(pred.key), clientv3.WithFilterDelete(), clientv3.WithCreatedNotify())
-		watches++
 	}
 	reread := func() (queue, int64, []entry, error) {
 		q, at, err := w.read(ctx)
@@ -68,12 +67,10 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 	predHolds := false // a lock's entry just ahead is known granted
 	for {
 		var resp clientv3.WatchResponse
-		var ok, rel bool
+		var ok bool
 		select {
 		case resp, ok = <-wchs[0]:
 		case resp, ok = <-wchs[1]:
-		case resp, ok = <-rch:
-			rel = true
 		case <-recheck.C:
 			return reread()
 		case <-w.lost:
@@ -119,11 +116,6 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 			continue
 		case created < watches:
 			continue
-		case rel:
-			if released(resp.Events, pred, at) {
-				return q, at, []entry{}, nil // a lock's holder just ahead left
-			}
-			continue
 		}
 		for _, ev := range resp.Events {
 			if ev.Kv.ModRevision <= at {
@@ -134,7 +126,7 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 				case ev.Type == clientv3.EventTypePut && w.holds(ev.Kv, pred):
 					predHolds = true
 					continue
-				case ev.Type == clientv3.EventTypeDelete && (predHolds || w.awaitReleased(rch, pred, ev.Kv.ModRevision)):
+				case ev.Type == clientv3.EventTypeDelete && predHolds:
 					// A lock's holder just ahead left: nothing is ahead now.
 					return q, at, []entry{}, nil
 				}
@@ -148,47 +140,6 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 		}
 		if head && sum(model)+w.req.Weight <= w.req.Limit {
 			return q, at, model, nil
-		}
-	}
-}
-
-// releaseGrace bounds how long a lock's waiter that saw the entry ahead
-// deleted waits for the released key put in the same revision: the two
-// watches deliver their events each on its own channel.
-const releaseGrace = 20 * time.Millisecond
-
-// released reports whether evs has the put of the released key of entry
-// e after revision at: e's holder released it.
-func released(evs []*clientv3.Event, e entry, at int64) bool {
-	want := strconv.FormatInt(e.rev, 10)
-	for _, ev := range evs {
-		if ev.Type == clientv3.EventTypePut && ev.Kv.ModRevision > at && string(ev.Kv.Value) == want {
-			return true
-		}
-	}
-	return false
-}
-
-// awaitReleased waits, for releaseGrace at most, for the put of e's
-// released key in revision rev, in which e was deleted: whether e's holder
-// released it (else it was a waiter that left, or an entry that expired).
-func (w *waiter) awaitReleased(rch clientv3.WatchChan, e entry, rev int64) bool {
-	if rch == nil {
-		return false
-	}
-	grace := time.NewTimer(releaseGrace)
-	defer grace.Stop()
-	for {
-		select {
-		case resp, ok := <-rch:
-			if !ok || resp.Err() != nil || resp.Canceled {
-				return false
-			}
-			if released(resp.Events, e, rev-1) {
-				return true
-			}
-		case <-grace.C:
-			return false
 		}
 	}
 }

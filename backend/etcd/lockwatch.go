@@ -1,0 +1,162 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sema-dev/sema"
+)
+
+// A lock's entry has a state key (see keys), on the entry's etcd lease,
+// which says all a waiter behind the entry needs, in one key:
+//
+//	put with the entry, value stateQueued    the entry is there
+//	put again, value stateReleased           its holder released it (in the
+//	                                         release's Txn): nothing is ahead
+//	                                         of the waiter just behind
+//	deleted                                  the entry left as a waiter, or
+//	                                         its etcd lease ended: read the
+//	                                         queue
+//
+// A move of the entry to a longer lease moves its state key too.
+const (
+	stateQueued   = "q"
+	stateReleased = "r"
+)
+
+// stateOps are the ops that put the state key of a lock's entry key on
+// etcd lease lid, beside the entry's own put (none for a semaphore's).
+func (b *Backend) stateOps(limit int64, key string, lid clientv3.LeaseID) []clientv3.Op {
+	if limit != 1 {
+		return nil
+	}
+	return []clientv3.Op{clientv3.OpPut(b.k.stateKey(key), stateQueued, clientv3.WithLease(lid))}
+}
+
+// watchLock waits for a lock's entry just ahead, pred, which waits too, by
+// watching its state key: the release of pred grants the waiter with no
+// read of the queue. It returns the entries still ahead (none) when the
+// waiter is granted, else a fresh read of the queue. legacy says that pred
+// has no state key (it was queued by an older client): nothing was waited
+// for, the caller watches pred itself.
+func (w *waiter) watchLock(ctx context.Context, pred entry, near bool, at int64) (
+	q queue, qat int64, granted []entry, legacy bool, err error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	sk := w.b.k.stateKey(pred.key)
+	var wchs [2]clientv3.WatchChan // the second one nil (never ready) unless near the head (see watch)
+	watches := 1
+	if near {
+		watches = 2
+	}
+	for i := range watches {
+		wchs[i] = w.b.cli.Watch(wctx, sk, clientv3.WithCreatedNotify())
+	}
+	reread := func() (queue, int64, []entry, bool, error) {
+		q, at, err := w.read(ctx)
+		return q, at, nil, false, err
+	}
+	recheck := time.NewTimer(w.b.cfg.Recheck)
+	defer recheck.Stop()
+	var created int
+	var startAt int64
+	for {
+		var resp clientv3.WatchResponse
+		var ok bool
+		select {
+		case resp, ok = <-wchs[0]:
+		case resp, ok = <-wchs[1]:
+		case <-recheck.C:
+			return reread()
+		case <-w.lost:
+			return q, at, nil, false, errRequeue
+		case <-ctx.Done():
+			return q, at, nil, false, notAcquired(ctx)
+		case <-w.b.closed:
+			return q, at, nil, false, sema.ErrClosed
+		}
+		switch {
+		case !ok || resp.Err() != nil || resp.Canceled:
+			return reread() // cancelled by etcd (leader lost, compacted, …)
+		case resp.Created:
+			created++
+			startAt = max(startAt, resp.Header.Revision)
+			if created < watches {
+				continue
+			}
+			// Whether pred has a state key, and what happened between the
+			// read and the watches: always read once.
+			released, legacy, rev, err := w.stateOf(ctx, pred, startAt)
+			switch {
+			case err != nil:
+				return reread()
+			case legacy:
+				return q, at, nil, true, nil
+			case released:
+				return q, at, []entry{}, false, nil
+			case rev < 0:
+				return reread() // pred is gone, not released by its holder
+			}
+			at = rev
+			continue
+		case created < watches:
+			continue
+		}
+		for _, ev := range resp.Events {
+			if ev.Kv.ModRevision <= at {
+				continue // already in the state read
+			}
+			switch {
+			case ev.Type == clientv3.EventTypeDelete:
+				return reread()
+			case string(ev.Kv.Value) == stateReleased:
+				return q, at, []entry{}, false, nil // a lock's holder just ahead left
+			}
+			// Put again as the entry moved to a lease of its own: it holds.
+		}
+	}
+}
+
+// stateOf reads pred's entry and state key at revision since or later
+// (served by the member itself unless it is behind): released if its
+// holder released it, legacy if the entry is there with no state key of
+// its own, rev the revision read, or -1 if the entry is gone otherwise.
+func (w *waiter) stateOf(ctx context.Context, pred entry, since int64) (released, legacy bool, rev int64, err error) {
+	sk := w.b.k.stateKey(pred.key)
+	for _, opts := range [][]clientv3.OpOption{{clientv3.WithSerializable()}, nil} {
+		cctx, cancel := w.b.call(ctx)
+		resp, err := w.b.cli.Txn(cctx).Then(clientv3.OpGet(pred.key, opts...), clientv3.OpGet(sk, opts...)).Commit()
+		cancel()
+		if err != nil {
+			return false, false, 0, err
+		}
+		if resp.Header.Revision < since {
+			continue
+		}
+		var e, s *mvccpb.KeyValue
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			e = kvs[0]
+		}
+		if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
+			s = kvs[0]
+		}
+		here := e != nil && e.CreateRevision == pred.rev
+		ours := s != nil && s.ModRevision >= pred.rev // put with pred or after it
+		switch {
+		case ours && string(s.Value) == stateReleased:
+			return true, false, resp.Header.Revision, nil
+		case here && ours:
+			return false, false, resp.Header.Revision, nil
+		case here:
+			return false, true, resp.Header.Revision, nil
+		}
+		return false, false, -1, nil
+	}
+	return false, false, 0, errBehind
+}
+
+var errBehind = errors.New("etcd: the member is behind the watch")
