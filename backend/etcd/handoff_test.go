@@ -107,6 +107,22 @@ func mutexes(t *testing.T, cfg etcd.Config, prefix string, n int) []*sema.Semaph
 	return locks
 }
 
+// queued starts an Acquire of s and waits until the name has n waiters;
+// the lease (nil if the Acquire failed) comes on the channel.
+func queued(t *testing.T, ctx context.Context, s *sema.Semaphore, n int) <-chan *sema.Lease {
+	t.Helper()
+	ch := make(chan *sema.Lease, 1)
+	go func() {
+		l, err := s.Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		ch <- l
+	}()
+	waitWaiters(t, s, n)
+	return ch
+}
+
 // waitWaiters waits until s has n waiters.
 func waitWaiters(t *testing.T, s *sema.Semaphore, n int) {
 	t.Helper()
@@ -136,20 +152,8 @@ func TestLockHandOffWithoutRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acquire := func(s *sema.Semaphore, waiters int) <-chan *sema.Lease {
-		ch := make(chan *sema.Lease, 1)
-		go func() {
-			l, err := s.Acquire(ctx)
-			if err != nil {
-				t.Error(err)
-			}
-			ch <- l
-		}()
-		waitWaiters(t, s, waiters)
-		return ch
-	}
-	bres := acquire(locks[1], 1)
-	cres := acquire(locks[2], 2)
+	bres := queued(t, ctx, locks[1], 1)
+	cres := queued(t, ctx, locks[2], 2)
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -212,15 +216,7 @@ func TestLockHolderAcquiredAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := make(chan *sema.Lease, 1)
-	go func() {
-		l, err := locks[1].Acquire(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		ch <- l
-	}()
-	waitWaiters(t, locks[0], 1)
+	ch := queued(t, ctx, locks[1], 1)
 	time.Sleep(200 * time.Millisecond)
 	released := time.Now()
 	if err := a.Release(ctx); err != nil {
@@ -275,15 +271,7 @@ func TestLockBehindOlderClient(t *testing.T) {
 		clientv3.OpPut("older/t/"+name+"/00000001", key, clientv3.WithLease(el.ID))).Commit(); err != nil {
 		t.Fatal(err)
 	}
-	ch := make(chan *sema.Lease, 1)
-	go func() {
-		l, err := locks[1].Acquire(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		ch <- l
-	}()
-	waitWaiters(t, locks[0], 2)
+	ch := queued(t, ctx, locks[1], 2)
 	time.Sleep(200 * time.Millisecond)              // the waiter watches what is ahead of it
 	if _, err := raw.Delete(ctx, key); err != nil { // the older client's waiter leaves
 		t.Fatal(err)

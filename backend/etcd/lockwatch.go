@@ -7,8 +7,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/sema-dev/sema"
 )
 
 // A lock's entry has a state key (see keys), on the entry's etcd lease,
@@ -65,19 +63,12 @@ func (w *waiter) watchLock(ctx context.Context, pred entry, near bool, at int64)
 	var created int
 	var startAt int64
 	for {
-		var resp clientv3.WatchResponse
-		var ok bool
-		select {
-		case resp, ok = <-wchs[0]:
-		case resp, ok = <-wchs[1]:
-		case <-recheck.C:
+		resp, ok, err := w.nextWatch(ctx, &wchs, recheck.C)
+		switch {
+		case err == errRecheck:
 			return reread()
-		case <-w.lost:
-			return q, at, nil, false, errRequeue
-		case <-ctx.Done():
-			return q, at, nil, false, notAcquired(ctx)
-		case <-w.b.closed:
-			return q, at, nil, false, sema.ErrClosed
+		case err != nil:
+			return q, at, nil, false, err
 		}
 		switch {
 		case !ok || resp.Err() != nil || resp.Canceled:

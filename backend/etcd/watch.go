@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -66,19 +67,12 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 	var startAt int64  // the newest revision a watch started after
 	predHolds := false // a lock's entry just ahead is known granted
 	for {
-		var resp clientv3.WatchResponse
-		var ok bool
-		select {
-		case resp, ok = <-wchs[0]:
-		case resp, ok = <-wchs[1]:
-		case <-recheck.C:
+		resp, ok, err := w.nextWatch(ctx, &wchs, recheck.C)
+		switch {
+		case err == errRecheck:
 			return reread()
-		case <-w.lost:
-			return q, at, nil, errRequeue
-		case <-ctx.Done():
-			return q, at, nil, notAcquired(ctx)
-		case <-w.b.closed:
-			return q, at, nil, sema.ErrClosed
+		case err != nil:
+			return q, at, nil, err
 		}
 		switch {
 		case !ok || resp.Err() != nil || resp.Canceled:
@@ -142,6 +136,29 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 			return q, at, model, nil
 		}
 	}
+}
+
+// errRecheck: the waiter's bounded re-check is due.
+var errRecheck = errors.New("etcd: time to read the queue again")
+
+// nextWatch waits for a response of one of wchs (a nil one is never
+// ready). err is errRecheck when recheck fires, errRequeue when the
+// waiter's etcd lease is lost, else why the wait ends.
+func (w *waiter) nextWatch(ctx context.Context, wchs *[2]clientv3.WatchChan, recheck <-chan time.Time) (
+	resp clientv3.WatchResponse, ok bool, err error) {
+	select {
+	case resp, ok = <-wchs[0]:
+	case resp, ok = <-wchs[1]:
+	case <-recheck:
+		err = errRecheck
+	case <-w.lost:
+		err = errRequeue
+	case <-ctx.Done():
+		err = notAcquired(ctx)
+	case <-w.b.closed:
+		err = sema.ErrClosed
+	}
+	return resp, ok, err
 }
 
 // changed reads entry e's key and reports whether it is no longer the
