@@ -94,11 +94,11 @@
 //     it reuses was last renewed over a second ago), and one more, the
 //     mark, if it waited: a semaphore's unless the waiter behind it is of
 //     the same backend, a lock's if it holds for 100ms; release a Txn;
-//     TryAcquire on a busy name reads it.
+//     TryAcquire on a busy name reads it. A name's keys are reused by each
+//     process, but every key ever written stays in etcd's index until a
+//     compaction: run etcd with auto-compaction.
 //   - Describe in another process shows a lock's holder that waited as
-//     acquired when it queued, for its first 100ms of holding. A name's keys are reused by each process, but
-//     every key ever written stays in etcd's index until a compaction: run
-//     etcd with auto-compaction.
+//     acquired when it queued, for its first 100ms of holding.
 //   - A request with a TTL longer than Config.WaiterTTL waits on a lease of
 //     that TTL and moves to one of its own when granted (one more Txn).
 //   - AcquiredAt, ExpiresAt and a waiter's Since are this process's clock,

@@ -304,7 +304,7 @@ const markDelay = 100 * time.Millisecond
 // it, in another process, that the entry holds: behind a semaphore's
 // holder that leaves room, that waiter may hold now too. A lock needs no
 // mark for its hand-off (its holder's release says that it held, see
-// watch): a lock's holder is marked by markLater, so that Describe in
+// watchLock): a lock's holder is marked by markLater, so that Describe in
 // other processes shows when it was granted rather than when it queued,
 // which costs a write only to holds that last.
 func (b *Backend) mark(key string, rev int64, val value) {
