@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -117,37 +116,25 @@ func (w *waiter) watchLock(ctx context.Context, pred entry, near bool, at int64)
 // holder released it, legacy if the entry is there with no state key of
 // its own, rev the revision read, or -1 if the entry is gone otherwise.
 func (w *waiter) stateOf(ctx context.Context, pred entry, since int64) (released, legacy bool, rev int64, err error) {
-	sk := w.b.k.stateKey(pred.key)
-	for _, opts := range [][]clientv3.OpOption{{clientv3.WithSerializable()}, nil} {
-		cctx, cancel := w.b.call(ctx)
-		resp, err := w.b.cli.Txn(cctx).Then(clientv3.OpGet(pred.key, opts...), clientv3.OpGet(sk, opts...)).Commit()
-		cancel()
-		if err != nil {
-			return false, false, 0, err
-		}
-		if resp.Header.Revision < since {
-			continue
-		}
-		var e, s *mvccpb.KeyValue
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-			e = kvs[0]
-		}
-		if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
-			s = kvs[0]
-		}
-		here := e != nil && e.CreateRevision == pred.rev
-		ours := s != nil && s.ModRevision >= pred.rev // put with pred or after it
-		switch {
-		case ours && string(s.Value) == stateReleased:
-			return true, false, resp.Header.Revision, nil
-		case here && ours:
-			return false, false, resp.Header.Revision, nil
-		case here:
-			return false, true, resp.Header.Revision, nil
-		}
-		return false, false, -1, nil
+	kvs, rev, ok, err := w.readSince(ctx, since, pred.key, w.b.k.stateKey(pred.key))
+	switch {
+	case err != nil:
+		return false, false, 0, err
+	case !ok:
+		return false, false, 0, errBehind
 	}
-	return false, false, 0, errBehind
+	e, st := kvs[0], kvs[1]
+	here := e != nil && e.CreateRevision == pred.rev
+	ours := st != nil && st.ModRevision >= pred.rev // put with pred or after it
+	switch {
+	case ours && string(st.Value) == stateReleased:
+		return true, false, rev, nil
+	case here && ours:
+		return false, false, rev, nil
+	case here:
+		return false, true, rev, nil
+	}
+	return false, false, -1, nil
 }
 
 var errBehind = errors.New("etcd: the member is behind the watch")

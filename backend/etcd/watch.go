@@ -35,8 +35,6 @@ import (
 // other, and takes each event from whichever delivers it first.
 func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q queue, qat int64, granted []entry, err error) {
 	head := load <= w.req.Limit // then every entry ahead was read
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
 	pred := ahead[len(ahead)-1]
 	if !head && w.req.Limit == 1 {
 		q, qat, granted, legacy, err := w.watchLock(ctx, pred, load <= 4*w.req.Limit, at)
@@ -44,6 +42,8 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 			return q, qat, granted, err
 		}
 	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
 	var wchs [2]clientv3.WatchChan // the second one nil (never ready) unless near the head
 	watches := 1
 	if load <= 4*w.req.Limit {
@@ -169,23 +169,48 @@ func (w *waiter) nextWatch(ctx context.Context, wchs *[2]clientv3.WatchChan, rec
 // watch of the waiter's started there): any revision from since on tells
 // what the watch may have missed, and an entry once granted stays so.
 func (w *waiter) changed(ctx context.Context, e entry, since int64) (changed, holds bool, rev int64, err error) {
+	kvs, rev, ok, err := w.readSince(ctx, since, e.key)
+	switch {
+	case err != nil:
+		return false, false, 0, err
+	case !ok:
+		return true, false, 0, nil // behind even so: read the queue
+	case kvs[0] == nil:
+		return true, false, rev, nil
+	}
+	kv := kvs[0]
+	return kv.CreateRevision != e.rev || kv.ModRevision != e.mod, w.holds(kv, e), rev, nil
+}
+
+// readSince reads keys, in one read, at revision since or later: served by
+// the member itself unless it is behind since, then through the leader.
+// kvs[i] is keys[i]'s (nil if absent); ok is false if even that read was
+// behind.
+func (w *waiter) readSince(ctx context.Context, since int64, keys ...string) (
+	kvs []*mvccpb.KeyValue, rev int64, ok bool, err error) {
 	for _, opts := range [][]clientv3.OpOption{{clientv3.WithSerializable()}, nil} {
+		ops := make([]clientv3.Op, len(keys))
+		for i, k := range keys {
+			ops[i] = clientv3.OpGet(k, opts...)
+		}
 		cctx, cancel := w.b.call(ctx)
-		resp, err := w.b.cli.Get(cctx, e.key, opts...)
+		resp, err := w.b.cli.Txn(cctx).Then(ops...).Commit()
 		cancel()
 		if err != nil {
-			return false, false, 0, err
+			return nil, 0, false, err
 		}
 		if resp.Header.Revision < since {
 			continue
 		}
-		if len(resp.Kvs) == 0 {
-			return true, false, resp.Header.Revision, nil
+		kvs = make([]*mvccpb.KeyValue, len(keys))
+		for i, r := range resp.Responses {
+			if got := r.GetResponseRange().Kvs; len(got) == 1 {
+				kvs[i] = got[0]
+			}
 		}
-		kv := resp.Kvs[0]
-		return kv.CreateRevision != e.rev || kv.ModRevision != e.mod, w.holds(kv, e), resp.Header.Revision, nil
+		return kvs, resp.Header.Revision, true, nil
 	}
-	return true, false, 0, nil // behind even so: read the queue
+	return nil, 0, false, nil
 }
 
 // holds reports whether kv is the entry pred of a lock rewritten as
