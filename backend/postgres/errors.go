@@ -57,6 +57,13 @@ func (b *Backend) wrap(op, name string, err error) error {
 			e.msg += " (" + pe.Detail + ")"
 		}
 		classify(e, pe)
+		if _, ok := errors.AsType[*pgconn.ConnectError](err); ok && startupSetting(pe.Code) {
+			// Refused while connecting: a run-time setting of the URL.
+			e.kind, e.transient = sema.ErrInvalidArgument, false
+			e.msg = "the server refused a setting of the URL: " + pe.Message +
+				" (sema's own parameters are " + paramSchema + ", " + paramPrefix + " and " + paramListen +
+				"; pgx sends the others to the server as settings)"
+		}
 		return e
 	}
 	switch {
@@ -106,6 +113,11 @@ func classify(e *dbError, pe *pgconn.PgError) {
 		e.msg = "the sema tables or functions do not look as sema created them (altered or dropped?): " + e.msg
 	}
 }
+
+// startupSetting reports whether SQLSTATE code, in answer to a connection's
+// startup, is about a run-time setting it asked for: an unknown parameter
+// (42704), a bad value (22023), or one that cannot be set now (55P02).
+func startupSetting(code string) bool { return code == "42704" || code == "22023" || code == "55P02" }
 
 // conflict reports whether err is a deadlock or a serialization failure:
 // the step is retried (and counted).

@@ -77,6 +77,18 @@ func TestNoSuchDatabase(t *testing.T) {
 	}
 }
 
+// A URL parameter that is neither sema's nor pgx's goes to the server as a
+// setting; one the server refuses is bad input, named as such.
+func TestURLSettingRefused(t *testing.T) {
+	for _, p := range []string{"schema=other", "statement_timeout=soon", "wal_level=minimal"} {
+		err := openErr(postgres.Config{URL: testenv.SharedPostgres(t).URL() + "&" + p})
+		if !errors.Is(err, sema.ErrInvalidArgument) || !strings.Contains(err.Error(), "refused a setting of the URL") ||
+			!strings.Contains(err.Error(), "sema_schema") {
+			t.Errorf("Open with %s: %v; want ErrInvalidArgument naming sema's own parameters", p, err)
+		}
+	}
+}
+
 func TestWrongCredentials(t *testing.T) {
 	pg := testenv.SharedPostgres(t)
 	a := admin(t)
