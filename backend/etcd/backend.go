@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sema-dev/sema"
 	"github.com/sema-dev/sema/internal/forced"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -68,8 +71,10 @@ var (
 )
 
 // Open connects to etcd. It fails, with an error wrapping
-// [sema.ErrUnavailable], if no endpoint answers within cfg.DialTimeout, and
-// with one wrapping [sema.ErrPermission] if the credentials are refused.
+// [sema.ErrUnavailable], if no endpoint answers within cfg.DialTimeout
+// (saying what the last connection failed on: a refused port, a TLS
+// handshake), and with one wrapping [sema.ErrPermission] if the
+// credentials or the client's certificate are refused.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -94,9 +99,13 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	// A linearizable read needs a leader: it proves the cluster serves.
 	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
-	if _, err := cli.Get(pctx, cfg.Prefix+"/", clientv3.WithCountOnly()); err != nil {
+	// The KV service itself, not cli.Get: the client's wrapper turns a
+	// deadline into the bare context error, dropping what the connection
+	// failed on (a TLS handshake, a refused port).
+	if _, err := etcdserverpb.NewKVClient(cli.ActiveConnection()).Range(pctx,
+		&etcdserverpb.RangeRequest{Key: []byte(cfg.Prefix + "/"), CountOnly: true}, grpc.WaitForReady(true)); err != nil {
 		cli.Close()
-		return nil, openError(cfg, err)
+		return nil, openError(cfg, rpctypes.Error(err)) // etcd's own errors as the client names them
 	}
 	b := &Backend{cli: cli, cfg: cfg, k: newKeys(cfg.Prefix), log: cfg.Logger, epoch: time.Now(),
 		recs: make(map[string]*rec), waits: make(map[waitKey]bool), pool: newLeasePool(), local: newLocals(), keep: &keeper{cli: cli},
@@ -117,11 +126,49 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 }
 
 func openError(cfg Config, err error) error {
+	why, refused := dialError(cfg, err)
 	err = classify(err)
-	if errors.Is(err, sema.ErrUnavailable) {
+	switch {
+	case refused:
+		return fmt.Errorf("etcd: connecting to %v: %w: %s", cfg.Endpoints, sema.ErrPermission, why)
+	case why != "":
+		return fmt.Errorf("etcd: no endpoint of %v answered within %v: %w: %s", cfg.Endpoints, cfg.DialTimeout, sema.ErrUnavailable, why)
+	case errors.Is(err, sema.ErrUnavailable):
 		return fmt.Errorf("etcd: no endpoint of %v answered within %v: %w", cfg.Endpoints, cfg.DialTimeout, err)
 	}
 	return fmt.Errorf("etcd: connecting to %v: %w", cfg.Endpoints, err)
+}
+
+// dialError is what gRPC last said a connection failed on (a refused port,
+// a TLS handshake), with a hint where a setting of the URL is the likely
+// cause, or "" if err does not say. refused says the server turned the
+// client's certificate (or its lack of one) down.
+func dialError(cfg Config, err error) (why string, refused bool) {
+	m := status.Convert(err).Message()
+	_, m, ok := strings.Cut(m, "latest balancer error: ")
+	if !ok {
+		return "", false
+	}
+	m = strings.TrimPrefix(m, "connection error: desc = ")
+	m = strings.TrimPrefix(strings.Trim(m, `"`), "transport: Error while dialing: ")
+	noCert := cfg.TLS != nil && len(cfg.TLS.Certificates) == 0
+	closed := strings.HasSuffix(m, "EOF") || strings.Contains(m, "broken pipe") || strings.Contains(m, "connection reset")
+	handshake := strings.Contains(m, "authentication handshake failed")
+	switch {
+	case strings.Contains(m, "x509: "):
+		m += " (cacert= names the CA that signed the server's certificate)"
+	case strings.Contains(m, "tls: bad certificate"), strings.Contains(m, "tls: certificate required"):
+		return m + " (the server wants a client certificate: cert= and key=)", true
+	case handshake && (closed || strings.Contains(m, "first record does not look like a TLS handshake")):
+		m += " (an etcd without TLS needs etcd://)"
+	case noCert && closed:
+		// TLS 1.3: a server may refuse a client without a certificate
+		// after the handshake, by closing the connection.
+		m += " (if the server wants a client certificate: cert= and key=)"
+	case strings.Contains(m, "error reading server preface"):
+		m += " (an etcd that serves TLS needs etcds://)"
+	}
+	return m, false
 }
 
 // gone records that the entry key (created at rev) is deleted: its local

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,6 +19,7 @@ type Etcd struct {
 	ClientAddr string // 127.0.0.1:port of the client API
 	PeerAddr   string
 	name       string
+	tls        *tls.Config // set when it serves clients over TLS only
 }
 
 // EtcdCluster is an etcd cluster of one or more members on 127.0.0.1.
@@ -41,13 +43,38 @@ func (c *EtcdCluster) URL() string { return "etcd://" + strings.Join(c.Endpoints
 // calling test; it is stopped when the test ends.
 func StartEtcd(tb testing.TB, n int) *EtcdCluster {
 	tb.Helper()
-	c := startEtcd(tb, n)
+	c := startEtcd(tb, n, nil)
 	tb.Cleanup(c.stop)
 	return c
 }
 
-func startEtcd(tb testing.TB, n int) *EtcdCluster {
+// StartEtcdTLS starts one member of its own for the calling test that
+// serves clients over TLS only, with the certificate in f; with
+// clientCerts it also asks every client for a certificate that f's
+// certificate signed. It is stopped when the test ends.
+func StartEtcdTLS(tb testing.TB, f TLSFiles, clientCerts bool) *EtcdCluster {
 	tb.Helper()
+	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	args := []string{"--cert-file", f.Cert, "--key-file", f.Key}
+	if clientCerts {
+		args = append(args, "--client-cert-auth", "--trusted-ca-file", f.Cert)
+	}
+	c := startEtcd(tb, 1, &tls.Config{RootCAs: f.Pool, Certificates: []tls.Certificate{cert}}, args...)
+	tb.Cleanup(c.stop)
+	return c
+}
+
+// startEtcd starts n members; with tc set, each serves clients over TLS
+// only, started with the extra arguments.
+func startEtcd(tb testing.TB, n int, tc *tls.Config, extra ...string) *EtcdCluster {
+	tb.Helper()
+	scheme := "http://"
+	if tc != nil {
+		scheme = "https://"
+	}
 	bin := lookBin(tb, "etcd", "etcd-server")
 	c := &EtcdCluster{}
 	var initial []string
@@ -58,7 +85,7 @@ func startEtcd(tb testing.TB, n int) *EtcdCluster {
 			tb.Fatalf("testenv: no free ports for etcd")
 		}
 		m := &Etcd{ClientAddr: "127.0.0.1:" + strconv.Itoa(cp), PeerAddr: "127.0.0.1:" + strconv.Itoa(pp),
-			name: "m" + strconv.Itoa(i)}
+			name: "m" + strconv.Itoa(i), tls: tc}
 		initial = append(initial, m.name+"=http://"+m.PeerAddr)
 		c.Members = append(c.Members, m)
 	}
@@ -66,11 +93,12 @@ func startEtcd(tb testing.TB, n int) *EtcdCluster {
 	for _, m := range c.Members {
 		dir := tempDir(tb, "etcd")
 		args := []string{"--name", m.name, "--data-dir", filepath.Join(dir, "data"),
-			"--listen-client-urls", "http://" + m.ClientAddr, "--advertise-client-urls", "http://" + m.ClientAddr,
+			"--listen-client-urls", scheme + m.ClientAddr, "--advertise-client-urls", scheme + m.ClientAddr,
 			"--listen-peer-urls", "http://" + m.PeerAddr, "--initial-advertise-peer-urls", "http://" + m.PeerAddr,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", token, "--heartbeat-interval", "50", "--election-timeout", "500",
 			"--logger", "zap", "--log-outputs", "stderr"}
+		args = append(args, extra...)
 		m.Proc = newProc("etcd "+m.name+" "+m.ClientAddr, dir, bin, args)
 		if err := m.Start(); err != nil {
 			c.stop()
@@ -98,8 +126,7 @@ func (c *EtcdCluster) stop() {
 // healthErr asks the member's /health endpoint (healthy once it has a
 // leader and serves reads).
 func (m *Etcd) healthErr() error {
-	cl := http.Client{Timeout: time.Second}
-	resp, err := cl.Get("http://" + m.ClientAddr + "/health")
+	resp, err := m.httpClient().Get(m.clientURL() + "/health")
 	if err != nil {
 		return err
 	}
@@ -165,12 +192,24 @@ type etcdStatus struct {
 // status calls the maintenance Status RPC through etcd's JSON gateway.
 func (m *Etcd) status() (etcdStatus, error) {
 	var st etcdStatus
-	cl := http.Client{Timeout: time.Second}
-	resp, err := cl.Post("http://"+m.ClientAddr+"/v3/maintenance/status", "application/json", bytes.NewReader([]byte("{}")))
+	resp, err := m.httpClient().Post(m.clientURL()+"/v3/maintenance/status", "application/json", bytes.NewReader([]byte("{}")))
 	if err != nil {
 		return st, err
 	}
 	defer resp.Body.Close()
 	err = json.NewDecoder(resp.Body).Decode(&st)
 	return st, err
+}
+
+// clientURL is the base URL of the member's client API.
+func (m *Etcd) clientURL() string {
+	if m.tls != nil {
+		return "https://" + m.ClientAddr
+	}
+	return "http://" + m.ClientAddr
+}
+
+// httpClient talks to the member's client API, over TLS if it serves that.
+func (m *Etcd) httpClient() *http.Client {
+	return &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: m.tls, DisableKeepAlives: true}}
 }

@@ -93,7 +93,7 @@ func SharedEtcd(tb testing.TB) *EtcdCluster {
 	defer shared.mu.Unlock()
 	mustMain(tb)
 	if shared.etcd == nil {
-		shared.etcd = startEtcd(tb, 1)
+		shared.etcd = startEtcd(tb, 1, nil)
 		shared.stops = append(shared.stops, shared.etcd.stop)
 	}
 	return shared.etcd

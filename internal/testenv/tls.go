@@ -15,9 +15,9 @@ import (
 	"time"
 )
 
-// SelfSignedCert writes a self-signed certificate for 127.0.0.1 and its
-// key into dir, valid for an hour, and returns them with a pool that
-// trusts the certificate.
+// SelfSignedCert writes a self-signed certificate for 127.0.0.1 (a
+// server's, or a client's) and its key into dir, valid for an hour, and
+// returns them with a pool that trusts the certificate.
 func SelfSignedCert(tb testing.TB, dir string) TLSFiles {
 	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -28,7 +28,7 @@ func SelfSignedCert(tb testing.TB, dir string) TLSFiles {
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sema test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, BasicConstraintsValid: true, IsCA: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
