@@ -104,6 +104,14 @@ func (c Config) addrs() string {
 	return c.Single.Addr
 }
 
+// tls reports whether the connections use TLS.
+func (c Config) tls() bool {
+	if c.Cluster != nil {
+		return c.Cluster.TLSConfig != nil
+	}
+	return c.Single.TLSConfig != nil
+}
+
 // validAddrs checks the TCP addresses of the servers: a port out of range
 // is a mistake in the URL, not a server to retry dialing.
 func (c Config) validAddrs() error {

@@ -254,6 +254,17 @@ func TestSubscribeFrozenServer(t *testing.T) {
 // Open within its bound, not after go-redis's retries of every dial and
 // read (about 40 s).
 func TestOpenFrozenServer(t *testing.T) {
+	// Meanwhile, rediss:// on a server without TLS, which takes the
+	// handshake for the start of a command and waits: the error says so.
+	plain := strings.Replace(testenv.SharedRedis(t).URL(), "redis://", "rediss://", 1)
+	tlsErr := make(chan error, 1)
+	go func() {
+		b, err := redis.Open(context.Background(), plain)
+		if err == nil {
+			b.Close()
+		}
+		tlsErr <- err
+	}()
 	r := testenv.StartRedis(t, testenv.RedisOptions{})
 	r.Freeze()
 	defer r.Thaw()
@@ -268,5 +279,8 @@ func TestOpenFrozenServer(t *testing.T) {
 	}
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("Open gave up after %v", d)
+	}
+	if err := <-tlsErr; !errors.Is(err, sema.ErrUnavailable) || !strings.Contains(err.Error(), "needs redis://") {
+		t.Errorf("Open with rediss:// of a server without TLS: %v; want ErrUnavailable saying it needs redis://", err)
 	}
 }

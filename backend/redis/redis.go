@@ -104,7 +104,13 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		_ = b.rdb.Close()
 		if pctx.Err() != nil && ctx.Err() == nil {
-			return nil, fmt.Errorf("redis: %s: %w: no answer within %v", cfg.addrs(), sema.ErrUnavailable, probeTimeout)
+			hint := ""
+			if cfg.tls() {
+				// A server without TLS takes the TLS handshake for the
+				// start of a command and waits for its end.
+				hint = " (a server without TLS needs redis://)"
+			}
+			return nil, fmt.Errorf("redis: %s: %w: no answer within %v%s", cfg.addrs(), sema.ErrUnavailable, probeTimeout, hint)
 		}
 		return nil, err
 	}
