@@ -160,13 +160,13 @@ func dialError(cfg Config, err error) (why string, refused bool) {
 	case strings.Contains(m, "tls: bad certificate"), strings.Contains(m, "tls: certificate required"):
 		return m + " (the server wants a client certificate: cert= and key=)", true
 	case handshake && (closed || strings.Contains(m, "first record does not look like a TLS handshake")):
-		m += " (an etcd without TLS needs etcd://)"
+		m += " (if the server has no TLS: etcd://)"
 	case noCert && closed:
 		// TLS 1.3: a server may refuse a client without a certificate
 		// after the handshake, by closing the connection.
 		m += " (if the server wants a client certificate: cert= and key=)"
 	case strings.Contains(m, "error reading server preface"):
-		m += " (an etcd that serves TLS needs etcds://)"
+		m += " (if the server wants TLS: etcds://)"
 	}
 	return m, false
 }

@@ -49,8 +49,8 @@ func TestTLS(t *testing.T) {
 		// by closing the connection after it.
 		{"etcds://" + addr + "/tls?" + ca, nil, "the server wants a client certificate"},
 		{"etcds://" + addr + "/tls", sema.ErrUnavailable, "cacert= names the CA"},
-		{"etcd://" + addr + "/tls", sema.ErrUnavailable, "needs etcds://"},
-		{"etcds://" + plain + "/tls?" + mine, sema.ErrUnavailable, "needs etcd://"},
+		{"etcd://" + addr + "/tls", sema.ErrUnavailable, "if the server wants TLS: etcds://"},
+		{"etcds://" + plain + "/tls?" + mine, sema.ErrUnavailable, "if the server has no TLS: etcd://"},
 	} {
 		b, err := etcd.OpenURL(ctx, tc.url+sep(tc.url)+"dial-timeout=1s")
 		if err == nil {

@@ -280,7 +280,7 @@ func TestOpenFrozenServer(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("Open gave up after %v", d)
 	}
-	if err := <-tlsErr; !errors.Is(err, sema.ErrUnavailable) || !strings.Contains(err.Error(), "needs redis://") {
-		t.Errorf("Open with rediss:// of a server without TLS: %v; want ErrUnavailable saying it needs redis://", err)
+	if err := <-tlsErr; !errors.Is(err, sema.ErrUnavailable) || !strings.Contains(err.Error(), "if the server has no TLS: redis://") {
+		t.Errorf("Open with rediss:// of a server without TLS: %v; want ErrUnavailable pointing at redis://", err)
 	}
 }

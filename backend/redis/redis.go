@@ -108,7 +108,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 			if cfg.tls() {
 				// A server without TLS takes the TLS handshake for the
 				// start of a command and waits for its end.
-				hint = " (a server without TLS needs redis://)"
+				hint = " (if the server has no TLS: redis://)"
 			}
 			return nil, fmt.Errorf("redis: %s: %w: no answer within %v%s", cfg.addrs(), sema.ErrUnavailable, probeTimeout, hint)
 		}
