@@ -60,6 +60,15 @@ func TestCredentials(t *testing.T) {
 		func() error { _, err := cli.RoleAdd(ctx, "root"); return err },
 		func() error { _, err := cli.UserAdd(ctx, "root", "s3cret/pw"); return err },
 		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
+		// A user who may read and write under the prefix "app" only, as
+		// a shared cluster would give one.
+		func() error { _, err := cli.RoleAdd(ctx, "app"); return err },
+		func() error {
+			_, err := cli.RoleGrantPermission(ctx, "app", "app/", clientv3.GetPrefixRangeEnd("app/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := cli.UserAdd(ctx, "app", "pw"); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "app", "app"); return err },
 		func() error { _, err := cli.AuthEnable(ctx); return err },
 	} {
 		if err := step(); err != nil {
@@ -88,6 +97,58 @@ func TestCredentials(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
+	}
+
+	// The user of one prefix: every step stays under it (a waiter, a
+	// listing, a force-release), and another prefix is refused.
+	b, err = sema.Open(ctx, "etcd://app:pw@"+c.Endpoints()[0]+"/app")
+	if err != nil {
+		t.Fatalf("Open as the user of the prefix: %v", err)
+	}
+	ac := sema.New(b)
+	defer ac.Close()
+	held, err := ac.Mutex("job").Acquire(ctx)
+	if err != nil {
+		t.Fatalf("Acquire under the prefix: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := ac.Mutex("job").Acquire(ctx)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	for {
+		st, err := ac.Mutex("job").Describe(ctx)
+		if err != nil {
+			t.Fatalf("Describe under the prefix: %v", err)
+		}
+		if len(st.Waiters) == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ls, err := ac.List(ctx, ""); err != nil || len(ls) != 1 {
+		t.Fatalf("List under the prefix: %v, %v; want one name", ls, err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("Release under the prefix: %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter under the prefix: %v", err)
+	}
+	if held, err = ac.Mutex("job").Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hs, err := ac.ForceRelease(ctx, "job", "", sema.ForceNow()); err != nil || len(hs) != 1 {
+		t.Fatalf("ForceRelease under the prefix: %v, %v; want one holder", hs, err)
+	}
+	if _, err := ac.Mutex("job").TryAcquire(ctx); err != nil {
+		t.Fatalf("TryAcquire after a force-release now: %v", err)
+	}
+	if _, err := sema.Open(ctx, "etcd://app:pw@"+c.Endpoints()[0]+"/other"); !errors.Is(err, sema.ErrPermission) {
+		t.Fatalf("Open as the user of app on another prefix: %v, want ErrPermission", err)
 	}
 }
 
