@@ -25,6 +25,17 @@
 //     short lease of its own (Config.WaiterTTL) that its client renews
 //     while it waits.
 //
+// The role that creates them needs the right to create in the schema once.
+// Another role can then use them with no more than SELECT, INSERT, UPDATE
+// and DELETE on the three tables, SELECT on the version table
+// (TablePrefix + "version") and USAGE on the sequence of tokens
+// (TablePrefix + "tokens"); the functions are SECURITY INVOKER, and
+// callable by everyone unless the database revokes that. For the defaults:
+//
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON sema_names, sema_leases, sema_waiters TO app;
+//	GRANT SELECT ON sema_version TO app;
+//	GRANT USAGE ON SEQUENCE sema_tokens TO app;
+//
 // Each step (acquire, renew, release, a waiter's look, force-release) is
 // one call of a PL/pgSQL function (sql/functions.sql): one statement, one
 // short transaction, no lock held while a client waits. When the name's
