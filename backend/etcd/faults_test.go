@@ -111,32 +111,15 @@ func TestCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire under the prefix: %v", err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		l, err := ac.Mutex("job").Acquire(ctx)
-		if err == nil {
-			err = l.Release(ctx)
-		}
-		got <- err
-	}()
-	for {
-		st, err := ac.Mutex("job").Describe(ctx)
-		if err != nil {
-			t.Fatalf("Describe under the prefix: %v", err)
-		}
-		if len(st.Waiters) == 1 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	got := queued(t, ctx, ac.Mutex("job"), 1) // Describe shows it waiting
 	if ls, err := ac.List(ctx, ""); err != nil || len(ls) != 1 {
 		t.Fatalf("List under the prefix: %v, %v; want one name", ls, err)
 	}
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("Release under the prefix: %v", err)
 	}
-	if err := <-got; err != nil {
-		t.Fatalf("the waiter under the prefix: %v", err)
+	if l := <-got; l == nil || l.Release(ctx) != nil {
+		t.Fatal("the waiter under the prefix was not granted, or its release failed")
 	}
 	if held, err = ac.Mutex("job").Acquire(ctx); err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func TestListenConnectionLost(t *testing.T) {
 			}
 			got <- err
 		}()
-		waitQueued(t, cfg.URL, name, 1)
+		waitQueued(t, peer, name, 1)
 		if round == 1 {
 			// Cut it, and release at once: the notification may be lost
 			// while the listener reconnects; its re-check finds the grant.
@@ -119,7 +119,7 @@ func TestSameIDOnTwoNames(t *testing.T) {
 			}
 			ch <- err
 		}()
-		waitQueued(t, cfg.URL, name, 1)
+		waitQueued(t, peer, name, 1)
 	}
 	if err := peer.Release(ctx, first, "holder"); err != nil {
 		t.Fatal(err)

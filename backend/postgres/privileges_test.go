@@ -59,16 +59,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		}
 		got <- err
 	}()
-	for {
-		st, err := mu.Describe(ctx)
-		if err != nil {
-			t.Fatalf("Describe: %v", err)
-		}
-		if len(st.Waiters) == 1 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitQueued(t, b, "job", 1) // Describe shows it
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}

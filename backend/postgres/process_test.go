@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sema-dev/sema/backend/postgres"
 	"github.com/sema-dev/sema/internal/testenv"
 )
 
@@ -80,10 +81,9 @@ func TestProcessCounter(t *testing.T) {
 	t.Logf("%d sema run processes in %v", workers*rounds, time.Since(start).Round(time.Millisecond))
 }
 
-// waitQueued waits until name has n waiters.
-func waitQueued(t testing.TB, url, name string, n int) {
+// waitQueued waits until name has n waiters, as b sees them.
+func waitQueued(t testing.TB, b *postgres.Backend, name string, n int) {
 	t.Helper()
-	b := open(t, postgresConfig(url))
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		st, err := b.Describe(context.Background(), name)
 		if err != nil {
@@ -119,7 +119,7 @@ func testKilledHolder(t *testing.T, supervisor bool) {
 	job, sup := ids[0], ids[1]
 	waiter := startSema(t, "run", "--backend", url, "--wait", "60s", name, "--",
 		"sh", "-c", `date +%s%N > `+granted+`.tmp; if kill -0 `+job+` 2>/dev/null; then echo alive; else echo dead; fi >> `+granted+`.tmp; mv `+granted+`.tmp `+granted)
-	waitQueued(t, url, name, 1)
+	waitQueued(t, open(t, postgresConfig(url)), name, 1)
 
 	pid := holder.cmd.Process.Pid
 	if supervisor {

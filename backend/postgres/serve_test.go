@@ -68,7 +68,7 @@ func TestServeGateway(t *testing.T) {
 		}
 		second <- l
 	}()
-	waitQueued(t, url, name, 1)
+	waitQueued(t, open(t, postgresConfig(url)), name, 1)
 
 	out, stderr, code := runSema(t, "status", "--backend", url, name)
 	if code != 0 || !strings.Contains(out, "through-serve") || !strings.Contains(out, strconv.FormatUint(first.Token(), 10)) {
