@@ -26,7 +26,7 @@ run_rounds() {
 		first=sema
 		if [ $((i % 2)) = 0 ]; then export SEMA_BENCH_MUTEX_FIRST=1; first=etcd-mutex; else unset SEMA_BENCH_MUTEX_FIRST; fi
 		echo "--- round $i of $COUNT ($first first); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-		for spec in Uncontended:1000x HotShared:1500x HotName:1500x HotFew:400x Distinct:3000x Semaphore3:1x; do
+		for spec in Uncontended:1000x HotShared:1500x HotName:1500x HotFew:400x HotEight:400x Distinct:3000x Semaphore3:1x; do
 			"$tmp/etcdbench.test" -test.run '^$' -test.bench "^Benchmark${spec%%:*}\$" -test.benchtime "${spec##*:}" -test.count 1 -test.timeout 30m
 		done
 	done
@@ -49,11 +49,12 @@ END {
 	w = get("Uncontended/etcd-writes-only", "ms/pair")
 	if (w > 0) printf "  etcd writes only (a put and a delete) %s   writes/mutex %s\n", fmt(w, "%.3f"), ratio(w, m)
 
-	split("HotShared HotName HotFew", hs, " ")
+	split("HotShared HotName HotFew HotEight", hs, " ")
 	label["HotShared"] = "64 goroutines sharing one connection"
 	label["HotName"] = "64 clients, a connection each"
 	label["HotFew"] = "4 clients, a connection each"
-	for (h = 1; h <= 3; h++) {
+	label["HotEight"] = "8 clients, a connection each"
+	for (h = 1; h <= 4; h++) {
 		b = hs[h]
 		printf "\nOne hot lock, %s\n", label[b]
 		printf "  %-12s %11s %10s %10s %10s %7s %10s %10s\n", "", "handoffs/s", "p50 ms", "p99 ms", "max ms", "%same", "client us", "etcd us"

@@ -40,17 +40,13 @@ func (b *Backend) stateOps(limit int64, key string, lid clientv3.LeaseID) []clie
 // waiter is granted, else a fresh read of the queue. legacy says that pred
 // has no state key (it was queued by an older client): nothing was waited
 // for, the caller watches pred itself.
-func (w *waiter) watchLock(ctx context.Context, pred entry, near bool, at int64) (
+func (w *waiter) watchLock(ctx context.Context, pred entry, at int64) (
 	q queue, qat int64, granted []entry, legacy bool, err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	sk := w.b.k.stateKey(pred.key)
-	var wchs [2]clientv3.WatchChan // the second one nil (never ready) unless near the head (see watch)
-	watches := 1
-	if near {
-		watches = 2
-	}
-	for i := range watches {
+	var wchs watchPair // opened twice, as in watch
+	for i := range wchs {
 		wchs[i] = w.b.cli.Watch(wctx, sk, clientv3.WithCreatedNotify())
 	}
 	reread := func() (queue, int64, []entry, bool, error) {
@@ -75,7 +71,7 @@ func (w *waiter) watchLock(ctx context.Context, pred entry, near bool, at int64)
 		case resp.Created:
 			created++
 			startAt = max(startAt, resp.Header.Revision)
-			if created < watches {
+			if created < len(wchs) {
 				continue
 			}
 			// Whether pred has a state key, and what happened between the
@@ -93,7 +89,7 @@ func (w *waiter) watchLock(ctx context.Context, pred entry, near bool, at int64)
 			}
 			at = rev
 			continue
-		case created < watches:
+		case created < len(wchs):
 			continue
 		}
 		for _, ev := range resp.Events {

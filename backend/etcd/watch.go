@@ -27,29 +27,25 @@ import (
 // granted, else a fresh read of the queue.
 //
 // etcd reads the current revision just before it registers a new watch: a
-// write applied in between leaves the watch behind, to that catch-up loop
-// (with four clients taking turns on a lock, about one watch in a hundred,
-// and each time every waiter behind it waited some 100ms more). Deep in
-// the queue a watch has caught up long before what it watches can change;
-// near the head the waiter opens the same watch twice, one after the
-// other, and takes each event from whichever delivers it first.
+// write applied in between leaves the watch behind, to that catch-up loop.
+// With eight clients taking turns on a lock, about one watch in fifty fell
+// behind so, and each time every waiter behind it waited up to 100ms more:
+// a queue moves no faster than its slowest watch. So a waiter opens its
+// watch twice, one after the other, and takes each event from whichever
+// delivers it first; both rarely fall behind.
 func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q queue, qat int64, granted []entry, err error) {
 	head := load <= w.req.Limit // then every entry ahead was read
 	pred := ahead[len(ahead)-1]
 	if !head && w.req.Limit == 1 {
-		q, qat, granted, legacy, err := w.watchLock(ctx, pred, load <= 4*w.req.Limit, at)
+		q, qat, granted, legacy, err := w.watchLock(ctx, pred, at)
 		if !legacy {
 			return q, qat, granted, err
 		}
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	var wchs [2]clientv3.WatchChan // the second one nil (never ready) unless near the head
-	watches := 1
-	if load <= 4*w.req.Limit {
-		watches = 2
-	}
-	for i := range watches {
+	var wchs watchPair
+	for i := range wchs {
 		if head {
 			wchs[i] = w.b.cli.Watch(wctx, w.ld, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 		} else {
@@ -81,8 +77,8 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 		case resp.Created:
 			created++
 			startAt = max(startAt, resp.Header.Revision)
-			if created < watches || startAt <= at {
-				continue // not all open yet, or nothing happened since the read
+			if created < len(wchs) || startAt <= at {
+				continue // not both open yet, or nothing happened since the read
 			}
 			// The queue may have changed between the read and the watches
 			// (what an event before the last one opened says is in that
@@ -108,7 +104,7 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 				return q, at, model, nil
 			}
 			continue
-		case created < watches:
+		case created < len(wchs):
 			continue
 		}
 		for _, ev := range resp.Events {
@@ -141,10 +137,13 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 // errRecheck: the waiter's bounded re-check is due.
 var errRecheck = errors.New("etcd: time to read the queue again")
 
-// nextWatch waits for a response of one of wchs (a nil one is never
-// ready). err is errRecheck when recheck fires, errRequeue when the
-// waiter's etcd lease is lost, else why the wait ends.
-func (w *waiter) nextWatch(ctx context.Context, wchs *[2]clientv3.WatchChan, recheck <-chan time.Time) (
+// watchPair is the same watch opened twice (see watch).
+type watchPair [2]clientv3.WatchChan
+
+// nextWatch waits for a response of one of wchs. err is errRecheck when
+// recheck fires, errRequeue when the waiter's etcd lease is lost, else why
+// the wait ends.
+func (w *waiter) nextWatch(ctx context.Context, wchs *watchPair, recheck <-chan time.Time) (
 	resp clientv3.WatchResponse, ok bool, err error) {
 	select {
 	case resp, ok = <-wchs[0]:

@@ -75,6 +75,11 @@ func BenchmarkHotName(b *testing.B) { hotName(b, clients) }
 // BenchmarkHotFew: 4 clients take turns on one lock.
 func BenchmarkHotFew(b *testing.B) { hotName(b, 4) }
 
+// BenchmarkHotEight: 8 clients take turns on one lock: a queue short
+// enough that a waiter's event comes a few milliseconds after its watch
+// is made, so a watch left to etcd's catch-up loop stalls the queue.
+func BenchmarkHotEight(b *testing.B) { hotName(b, 8) }
+
 // hotName runs n clients on one lock: sema, the mutex, and beside them
 // "etcd-writes-only", what the writes of a turn alone allow (see
 // hotWritesOnly).

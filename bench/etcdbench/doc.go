@@ -7,7 +7,8 @@
 //   - BenchmarkHotName: 64 clients (each its own connection, as separate
 //     processes would have) take turns on one lock: hand-offs/s, the wait
 //     (p50, p99, max) and the share of acquisitions that went to the last
-//     holder.
+//     holder. BenchmarkHotFew and BenchmarkHotEight: the same with 4 and
+//     8 clients.
 //   - BenchmarkDistinct: 64 clients, each on a name of its own.
 //   - BenchmarkSemaphore3: 50 workers × 20 tasks of 2ms under a semaphore of
 //     3 permits (sema), against the recipe etcd users write for lack of a
