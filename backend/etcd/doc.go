@@ -48,8 +48,9 @@
 // watch exists closes the gap (a read the member serves itself, no round
 // of the leader). etcd reads that revision just before it registers the
 // watch, so a write in between still leaves an occasional watch to the
-// catch-up loop: a waiter near the head of the queue opens its watch twice
-// and takes each event from whichever delivers it first. Waiters of the
+// catch-up loop, and a queue moves no faster than its slowest watch: every
+// waiter opens its watch twice and takes each event from whichever
+// delivers it first. Waiters of the
 // same process are woken in-process. A bounded re-check (Config.Recheck)
 // guards against a lost event.
 //
