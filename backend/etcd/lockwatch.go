@@ -44,39 +44,24 @@ func (w *waiter) watchLock(ctx context.Context, pred entry, at int64) (
 	q queue, qat int64, granted []entry, legacy bool, err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	sk := w.b.k.stateKey(pred.key)
-	var wchs watchPair // opened twice, as in watch
-	for i := range wchs {
-		wchs[i] = w.b.cli.Watch(wctx, sk, clientv3.WithCreatedNotify())
-	}
+	p := w.watchTwice(wctx, w.b.k.stateKey(pred.key))
 	reread := func() (queue, int64, []entry, bool, error) {
 		q, at, err := w.read(ctx)
 		return q, at, nil, false, err
 	}
 	recheck := time.NewTimer(w.b.cfg.Recheck)
 	defer recheck.Stop()
-	var created int
-	var startAt int64
 	for {
-		resp, ok, err := w.nextWatch(ctx, &wchs, recheck.C)
+		resp, opened, err := w.next(ctx, p, recheck.C)
 		switch {
 		case err == errRecheck:
 			return reread()
 		case err != nil:
 			return q, at, nil, false, err
-		}
-		switch {
-		case !ok || resp.Err() != nil || resp.Canceled:
-			return reread() // cancelled by etcd (leader lost, compacted, …)
-		case resp.Created:
-			created++
-			startAt = max(startAt, resp.Header.Revision)
-			if created < len(wchs) {
-				continue
-			}
+		case opened:
 			// Whether pred has a state key, and what happened between the
 			// read and the watches: always read once.
-			released, legacy, rev, err := w.stateOf(ctx, pred, startAt)
+			released, legacy, rev, err := w.stateOf(ctx, pred, p.startAt)
 			switch {
 			case err != nil:
 				return reread()
@@ -88,8 +73,6 @@ func (w *waiter) watchLock(ctx context.Context, pred entry, at int64) (
 				return reread() // pred is gone, not released by its holder
 			}
 			at = rev
-			continue
-		case created < len(wchs):
 			continue
 		}
 		for _, ev := range resp.Events {

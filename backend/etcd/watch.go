@@ -44,13 +44,11 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	var wchs watchPair
-	for i := range wchs {
-		if head {
-			wchs[i] = w.b.cli.Watch(wctx, w.ld, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
-		} else {
-			wchs[i] = w.b.cli.Watch(wctx, pred.key, clientv3.WithCreatedNotify())
-		}
+	var p *watchPair
+	if head {
+		p = w.watchTwice(wctx, w.ld, clientv3.WithPrefix(), clientv3.WithFilterPut())
+	} else {
+		p = w.watchTwice(wctx, pred.key)
 	}
 	reread := func() (queue, int64, []entry, error) {
 		q, at, err := w.read(ctx)
@@ -59,40 +57,28 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 	recheck := time.NewTimer(w.b.cfg.Recheck)
 	defer recheck.Stop()
 	model := slices.Clone(ahead)
-	var created int    // watches open
-	var startAt int64  // the newest revision a watch started after
 	predHolds := false // a lock's entry just ahead is known granted
 	for {
-		resp, ok, err := w.nextWatch(ctx, &wchs, recheck.C)
+		resp, opened, err := w.next(ctx, p, recheck.C)
 		switch {
 		case err == errRecheck:
 			return reread()
 		case err != nil:
 			return q, at, nil, err
-		}
-		switch {
-		case !ok || resp.Err() != nil || resp.Canceled:
-			// Cancelled by etcd (leader lost, compacted, …): read again.
-			return reread()
-		case resp.Created:
-			created++
-			startAt = max(startAt, resp.Header.Revision)
-			if created < len(wchs) || startAt <= at {
-				continue // not both open yet, or nothing happened since the read
+		case opened && p.startAt <= at:
+			continue // nothing happened since the read
+		case opened && !head:
+			// The entry ahead may have changed between the read and the
+			// watches: a read of that key.
+			changed, holds, gat, err := w.changed(ctx, pred, p.startAt)
+			if err != nil || changed && !holds {
+				return reread()
 			}
-			// The queue may have changed between the read and the watches
-			// (what an event before the last one opened says is in that
-			// state too).
-			if !head {
-				// Only the entry ahead matters: a read of that key.
-				changed, holds, gat, err := w.changed(ctx, pred, startAt)
-				if err != nil || changed && !holds {
-					return reread()
-				}
-				predHolds = predHolds || holds
-				at = gat
-				continue
-			}
+			predHolds = predHolds || holds
+			at = gat
+			continue
+		case opened:
+			// The queue may have changed between the read and the watches.
 			if q, at, err = w.read(ctx); err != nil {
 				return q, at, nil, err
 			}
@@ -103,8 +89,6 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 			if model = fresh; sum(model)+w.req.Weight <= w.req.Limit {
 				return q, at, model, nil
 			}
-			continue
-		case created < len(wchs):
 			continue
 		}
 		for _, ev := range resp.Events {
@@ -138,26 +122,58 @@ func (w *waiter) watch(ctx context.Context, ahead []entry, load, at int64) (q qu
 var errRecheck = errors.New("etcd: time to read the queue again")
 
 // watchPair is the same watch opened twice (see watch).
-type watchPair [2]clientv3.WatchChan
+type watchPair struct {
+	chs     [2]clientv3.WatchChan
+	created int   // how many are open
+	startAt int64 // the newest revision one started after
+}
 
-// nextWatch waits for a response of one of wchs. err is errRecheck when
-// recheck fires, errRequeue when the waiter's etcd lease is lost, else why
-// the wait ends.
-func (w *waiter) nextWatch(ctx context.Context, wchs *watchPair, recheck <-chan time.Time) (
-	resp clientv3.WatchResponse, ok bool, err error) {
-	select {
-	case resp, ok = <-wchs[0]:
-	case resp, ok = <-wchs[1]:
-	case <-recheck:
-		err = errRecheck
-	case <-w.lost:
-		err = errRequeue
-	case <-ctx.Done():
-		err = notAcquired(ctx)
-	case <-w.b.closed:
-		err = sema.ErrClosed
+// watchTwice opens the watch of key (with opts) twice, one after the other.
+func (w *waiter) watchTwice(ctx context.Context, key string, opts ...clientv3.OpOption) *watchPair {
+	p := &watchPair{}
+	opts = append(opts, clientv3.WithCreatedNotify())
+	for i := range p.chs {
+		p.chs[i] = w.b.cli.Watch(ctx, key, opts...)
 	}
-	return resp, ok, err
+	return p
+}
+
+// next waits for the pair's next response that matters: opened once both
+// watches are open (p.startAt then says from where they watch; events
+// before that are dropped, as the caller reads what they say then), then
+// each response with events, from whichever watch delivers it. err is
+// errRecheck when the re-check is due or etcd cancelled a watch (leader
+// lost, compacted, …): read the queue again; errRequeue when the waiter's
+// etcd lease is lost; else why the wait ends.
+func (w *waiter) next(ctx context.Context, p *watchPair, recheck <-chan time.Time) (
+	resp clientv3.WatchResponse, opened bool, err error) {
+	for {
+		var ok bool
+		select {
+		case resp, ok = <-p.chs[0]:
+		case resp, ok = <-p.chs[1]:
+		case <-recheck:
+			return resp, false, errRecheck
+		case <-w.lost:
+			return resp, false, errRequeue
+		case <-ctx.Done():
+			return resp, false, notAcquired(ctx)
+		case <-w.b.closed:
+			return resp, false, sema.ErrClosed
+		}
+		switch {
+		case !ok || resp.Err() != nil || resp.Canceled:
+			return resp, false, errRecheck
+		case resp.Created:
+			p.created++
+			p.startAt = max(p.startAt, resp.Header.Revision)
+			if p.created == len(p.chs) {
+				return resp, true, nil
+			}
+		case p.created == len(p.chs):
+			return resp, false, nil
+		}
+	}
 }
 
 // changed reads entry e's key and reports whether it is no longer the
